@@ -1,0 +1,40 @@
+//! Command-line interface: one module per subcommand; each parses flags and calls the library.
+
+use clap::{Parser, Subcommand};
+use std::process::ExitCode;
+
+mod generate;
+
+/// rulegym: verifiable RL environments for small LLM agents.
+#[derive(Parser, Debug)]
+#[command(name = "rulegym", version, about)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand, Debug)]
+enum Command {
+    /// Generate a universe, load it into the Prolog engine and write a dataset directory.
+    Generate(generate::Args),
+}
+
+/// Entry point of the binary: parse flags, run the subcommand, print errors.
+pub fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let result = match cli.command {
+        Command::Generate(args) => generate::run(args),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(err) => {
+            eprintln!("error: {err}");
+            let mut source = std::error::Error::source(&err);
+            while let Some(cause) = source {
+                eprintln!("  caused by: {cause}");
+                source = cause.source();
+            }
+            ExitCode::FAILURE
+        }
+    }
+}

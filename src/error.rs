@@ -1,0 +1,28 @@
+//! The crate-wide error type: one enum, each module contributing its own variant.
+
+/// Every fallible operation in rulegym returns this error.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// A configuration value is out of range or inconsistent.
+    #[error("invalid configuration: {0}")]
+    Config(String),
+    /// Reading or writing a file failed.
+    #[error("{context}: {source}")]
+    Io {
+        /// What was being done, with the path.
+        context: String,
+        /// The underlying I/O error.
+        source: std::io::Error,
+    },
+    /// JSON could not be parsed or written.
+    #[error("{context}: {source}")]
+    Json {
+        /// What was being parsed, with the path.
+        context: String,
+        /// The underlying serde error.
+        source: serde_json::Error,
+    },
+}
+
+/// Shorthand for results with [`Error`].
+pub type Result<T, E = Error> = std::result::Result<T, E>;

@@ -1,0 +1,18 @@
+//! # rulegym
+//!
+//! Verifiable reinforcement-learning environments for small LLM agents. A seed-driven universe of
+//! people is held in an embedded Prolog engine that verifies every answer; articles about the
+//! people form a search corpus; rewards are exact.
+//!
+//! ```no_run
+//! use rulegym::universe::{Universe, UniverseConfig};
+//! let universe = Universe::generate(&UniverseConfig::default()).unwrap();
+//! println!("{} people", universe.people.len());
+//! ```
+#![deny(missing_docs)]
+
+pub mod cli;
+pub mod error;
+pub mod seed;
+
+pub use error::{Error, Result};

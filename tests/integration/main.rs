@@ -1,0 +1,2 @@
+//! One integration-test binary (links scryer and wgpu once); one module per concept.
+
