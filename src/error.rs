@@ -6,6 +6,9 @@ pub enum Error {
     /// A configuration value is out of range or inconsistent.
     #[error("invalid configuration: {0}")]
     Config(String),
+    /// GRPO math (advantages, loss, gradient) rejected its input.
+    #[error(transparent)]
+    Grpo(#[from] crate::grpo::GrpoError),
     /// Reading or writing a file failed.
     #[error("{context}: {source}")]
     Io {

@@ -13,6 +13,7 @@
 
 pub mod cli;
 pub mod error;
+pub mod grpo;
 pub mod seed;
 
 pub use error::{Error, Result};

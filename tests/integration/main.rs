@@ -1,2 +1,3 @@
 //! One integration-test binary (links scryer and wgpu once); one module per concept.
 
+mod grpo;
