@@ -9,6 +9,9 @@ pub enum Error {
     /// GRPO math (advantages, loss, gradient) rejected its input.
     #[error(transparent)]
     Grpo(#[from] crate::grpo::GrpoError),
+    /// Retrieval (encoders, indexes, search) failed.
+    #[error(transparent)]
+    Retrieval(#[from] crate::retrieval::RetrievalError),
     /// Reading or writing a file failed.
     #[error("{context}: {source}")]
     Io {

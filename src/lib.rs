@@ -14,6 +14,7 @@
 pub mod cli;
 pub mod error;
 pub mod grpo;
+pub mod retrieval;
 pub mod seed;
 
 pub use error::{Error, Result};

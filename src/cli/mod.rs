@@ -4,6 +4,8 @@ use clap::{Parser, Subcommand};
 use std::process::ExitCode;
 
 mod generate;
+mod index;
+mod search;
 
 /// rulegym: verifiable RL environments for small LLM agents.
 #[derive(Parser, Debug)]
@@ -17,6 +19,10 @@ struct Cli {
 enum Command {
     /// Generate a universe, load it into the Prolog engine and write a dataset directory.
     Generate(generate::Args),
+    /// Encode a corpus (or several, pooled) into a search index file.
+    Index(index::Args),
+    /// Print the top passages of an index for queries.
+    Search(search::Args),
 }
 
 /// Entry point of the binary: parse flags, run the subcommand, print errors.
@@ -24,6 +30,8 @@ pub fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Generate(args) => generate::run(args),
+        Command::Index(args) => index::run(args),
+        Command::Search(args) => search::run(args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -1,0 +1,73 @@
+//! `rulegym index`: encode a corpus (or several, pooled) and write a search index file.
+
+use crate::Result;
+use crate::retrieval::{BuiltinConfig, EncoderChoice, IndexKind, SearchIndex, docs};
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+/// Flags of `rulegym index`.
+#[derive(clap::Args, Debug)]
+pub struct Args {
+    /// Corpus in Search-R1 JSONL (`{"id", "contents"}` per line). Repeat to pool several
+    /// corpora into one index; pooled ids become `NAME:id`, where NAME is given as
+    /// `NAME=PATH` or defaults to the corpus file's parent directory name.
+    #[arg(long, required = true)]
+    corpus: Vec<String>,
+    /// Encoder: `builtin` (hashed TF-IDF, no download) or `bert:DIR` (a sentence-transformers
+    /// directory; needs feature `bert`).
+    #[arg(long, default_value = "builtin")]
+    encoder: String,
+    /// Output dimension of the built-in encoder.
+    #[arg(long, default_value_t = BuiltinConfig::default().dim)]
+    dim: usize,
+    /// Index kind: `flat` (exact) or `hnsw` (approximate; needs feature `hnsw`).
+    #[arg(long, default_value = "flat")]
+    kind: String,
+    /// Output index file (written atomically).
+    #[arg(long)]
+    out: PathBuf,
+}
+
+fn pool_name(spec: &str) -> (String, PathBuf) {
+    if let Some((name, path)) = spec.split_once('=') {
+        return (name.to_string(), PathBuf::from(path));
+    }
+    let path = PathBuf::from(spec);
+    let name = Path::new(spec)
+        .parent()
+        .and_then(|p| p.file_name())
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    (name, path)
+}
+
+/// Runs `rulegym index`.
+pub fn run(args: Args) -> Result<()> {
+    let mut choice: EncoderChoice = args.encoder.parse()?;
+    if let EncoderChoice::Builtin(cfg) = &mut choice {
+        cfg.dim = args.dim;
+    }
+    let kind: IndexKind = args.kind.parse()?;
+    let start = Instant::now();
+    let corpus = if args.corpus.len() == 1 {
+        docs::read_jsonl(Path::new(&args.corpus[0]))?
+    } else {
+        let mut parts = Vec::new();
+        for spec in &args.corpus {
+            let (name, path) = pool_name(spec);
+            parts.push((name, docs::read_jsonl(&path)?));
+        }
+        docs::pool(parts)?
+    };
+    let n = corpus.len();
+    let index = SearchIndex::build(corpus, &choice, kind)?;
+    index.save(&args.out)?;
+    eprintln!(
+        "indexed {n} documents ({} dims, {}) into {} in {:.2?}",
+        index.header().dim,
+        index.header().encoder_identity,
+        args.out.display(),
+        start.elapsed()
+    );
+    Ok(())
+}

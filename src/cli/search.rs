@@ -1,0 +1,48 @@
+//! `rulegym search`: print the top passages of an index for one or more queries.
+
+use crate::Result;
+use crate::retrieval::SearchIndex;
+use std::path::PathBuf;
+
+/// Flags of `rulegym search`.
+#[derive(clap::Args, Debug)]
+pub struct Args {
+    /// Index file written by `rulegym index`.
+    #[arg(long)]
+    index: PathBuf,
+    /// Number of passages per query.
+    #[arg(long, default_value_t = 3)]
+    topk: usize,
+    /// Print one JSON line per query (Search-R1 result shape) instead of text.
+    #[arg(long)]
+    json: bool,
+    /// Query texts.
+    #[arg(required = true)]
+    queries: Vec<String>,
+}
+
+/// Runs `rulegym search`.
+pub fn run(args: Args) -> Result<()> {
+    let index = SearchIndex::load(&args.index)?;
+    let queries: Vec<&str> = args.queries.iter().map(String::as_str).collect();
+    let hits = index.search(&queries, args.topk)?;
+    for (q, hs) in queries.iter().zip(&hits) {
+        if args.json {
+            let items: Vec<serde_json::Value> = hs
+                .iter()
+                .map(|h| {
+                    let d = &index.docs()[h.index as usize];
+                    serde_json::json!({"document": {"id": d.id, "contents": d.contents}, "score": h.score})
+                })
+                .collect();
+            println!("{}", serde_json::json!({"query": q, "result": items}));
+        } else {
+            println!("query: {q}");
+            for (rank, h) in hs.iter().enumerate() {
+                let d = &index.docs()[h.index as usize];
+                println!("  {}. [{:.4}] id={} {}", rank + 1, h.score, d.id, d.title());
+            }
+        }
+    }
+    Ok(())
+}

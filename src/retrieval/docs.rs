@@ -1,0 +1,74 @@
+//! Corpus documents in the Search-R1 format: one JSON object per line,
+//! `{"id": "0", "contents": "\"Title\"\ntext"}`.
+
+use super::RetrievalError;
+use serde::{Deserialize, Serialize};
+use std::io::BufRead;
+use std::path::Path;
+
+/// One passage of a corpus.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Document {
+    /// Unique id within an index.
+    pub id: String,
+    /// `"Title"` on the first line, then the text.
+    pub contents: String,
+}
+
+impl Document {
+    /// The title: the first line of `contents` without its surrounding quotes.
+    pub fn title(&self) -> &str {
+        let first = self.contents.lines().next().unwrap_or("");
+        first
+            .strip_prefix('"')
+            .and_then(|s| s.strip_suffix('"'))
+            .unwrap_or(first)
+    }
+}
+
+/// Reads a JSONL corpus. Blank lines are skipped; a malformed line or a duplicate id is an
+/// error naming the line.
+pub fn read_jsonl(path: &Path) -> Result<Vec<Document>, RetrievalError> {
+    let file = std::fs::File::open(path)
+        .map_err(|e| RetrievalError::Io(format!("open {}", path.display()), e))?;
+    let mut docs = Vec::new();
+    let mut ids = std::collections::HashSet::new();
+    for (i, line) in std::io::BufReader::new(file).lines().enumerate() {
+        let line = line.map_err(|e| RetrievalError::Io(format!("read {}", path.display()), e))?;
+        if line.trim().is_empty() {
+            continue;
+        }
+        let doc: Document = serde_json::from_str(&line).map_err(|e| {
+            RetrievalError::Format(format!("{} line {}: {e}", path.display(), i + 1))
+        })?;
+        if !ids.insert(doc.id.clone()) {
+            return Err(RetrievalError::Format(format!(
+                "{} line {}: duplicate id {:?}",
+                path.display(),
+                i + 1,
+                doc.id
+            )));
+        }
+        docs.push(doc);
+    }
+    Ok(docs)
+}
+
+/// Merges several corpora into one with unique ids `"<prefix>:<id>"`, the prefix naming the
+/// source (e.g. `seed1`). Prefixes must be distinct and must not contain ':'.
+pub fn pool(corpora: Vec<(String, Vec<Document>)>) -> Result<Vec<Document>, RetrievalError> {
+    let mut seen = std::collections::HashSet::new();
+    let mut out = Vec::new();
+    for (prefix, docs) in corpora {
+        if prefix.is_empty() || prefix.contains(':') || !seen.insert(prefix.clone()) {
+            return Err(RetrievalError::Format(format!(
+                "pool prefix {prefix:?} is empty, contains ':' or is repeated"
+            )));
+        }
+        out.extend(docs.into_iter().map(|d| Document {
+            id: format!("{prefix}:{}", d.id),
+            contents: d.contents,
+        }));
+    }
+    Ok(out)
+}

@@ -1,0 +1,47 @@
+//! Dense retrieval: encoders, exact flat search, index files and the search service behind
+//! the HTTP server.
+
+pub mod docs;
+pub mod encoder;
+pub mod flat;
+pub mod kernel;
+pub mod store;
+pub mod synthetic;
+pub mod topk;
+
+pub use docs::Document;
+pub use encoder::{BuiltinConfig, BuiltinEncoder, Encoder, Role};
+pub use flat::FlatIndex;
+pub use store::{EncoderChoice, IndexKind, SearchIndex};
+pub use topk::Hit;
+
+/// Errors of the retrieval module.
+#[derive(Debug, thiserror::Error)]
+pub enum RetrievalError {
+    /// Vector or matrix shapes do not fit together.
+    #[error("shape error: {0}")]
+    Shape(String),
+    /// A vector holds NaN, an infinity, or has an excessive norm.
+    #[error("non-finite or too large vector: {0}")]
+    NonFinite(String),
+    /// `k` must be at least 1.
+    #[error("invalid top-k {0}: must be at least 1")]
+    InvalidK(usize),
+    /// An encoder or index configuration is invalid.
+    #[error("invalid configuration: {0}")]
+    Config(String),
+    /// A corpus or index file is malformed.
+    #[error("format error: {0}")]
+    Format(String),
+    /// The index was built with another encoder than the one given for queries.
+    #[error("encoder mismatch: index built with {index:?}, query encoder is {given:?}")]
+    EncoderMismatch {
+        /// Identity stored in the index.
+        index: String,
+        /// Identity of the encoder offered.
+        given: String,
+    },
+    /// Reading or writing a file failed.
+    #[error("{0}: {1}")]
+    Io(String, #[source] std::io::Error),
+}

@@ -1,0 +1,462 @@
+//! Search indexes: documents + encoder + vectors, built in memory and persisted in one file.
+//!
+//! File layout (little-endian): the magic `RULEGYM-IDX\0`, a `u64` header length, a JSON
+//! [`Header`], then three binary sections: the built-in encoder's document-frequency table
+//! (`u64` hash, `u32` df per entry), the documents (`u32` id length, `u32` contents length,
+//! bytes, per document) and the `count x dim` `f32` vectors. Loading reads the vectors with a
+//! single `read_exact` straight into their final buffer. Saving writes a temporary file next
+//! to the target, syncs it and renames it over the target, so readers never see a partial file.
+
+use super::RetrievalError;
+use super::docs::Document;
+use super::encoder::{BuiltinConfig, BuiltinEncoder, Encoder, Role};
+use super::flat::FlatIndex;
+use super::topk::Hit;
+use serde::{Deserialize, Serialize};
+use std::io::{BufReader, BufWriter, Read, Write};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+const MAGIC: &[u8; 12] = b"RULEGYM-IDX\0";
+/// Current file format version.
+pub const FORMAT_VERSION: u32 = 1;
+
+/// Which encoder to build an index with (parsed from `builtin` or `bert:DIR`).
+#[derive(Clone, Debug, PartialEq)]
+pub enum EncoderChoice {
+    /// The built-in hashed TF-IDF encoder with this configuration.
+    Builtin(BuiltinConfig),
+    /// A sentence-transformers model directory (feature `bert`).
+    Bert(PathBuf),
+}
+
+impl std::str::FromStr for EncoderChoice {
+    type Err = RetrievalError;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        if s == "builtin" {
+            Ok(EncoderChoice::Builtin(BuiltinConfig::default()))
+        } else if let Some(dir) = s.strip_prefix("bert:") {
+            if dir.is_empty() {
+                return Err(RetrievalError::Config(
+                    "bert: needs a model directory".into(),
+                ));
+            }
+            Ok(EncoderChoice::Bert(PathBuf::from(dir)))
+        } else {
+            Err(RetrievalError::Config(format!(
+                "unknown encoder {s:?}: expected `builtin` or `bert:DIR`"
+            )))
+        }
+    }
+}
+
+/// How an encoder is rebuilt when an index is loaded.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "lowercase")]
+pub enum EncoderSpec {
+    /// Built-in encoder; its vocabulary table is stored in the file.
+    Builtin {
+        /// Output dimension.
+        dim: usize,
+        /// Unigram, bigram and trigram weights.
+        weights: [f32; 3],
+        /// Number of passages it was fitted on.
+        docs: u64,
+    },
+    /// BERT-family model loaded from a directory (not copied into the index).
+    Bert {
+        /// The model directory as given at build time.
+        dir: String,
+    },
+}
+
+/// Search structure of an index.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum IndexKind {
+    /// Exact search over all vectors.
+    #[default]
+    Flat,
+    /// Approximate HNSW graph search (feature `hnsw`); the graph is rebuilt on load.
+    Hnsw,
+}
+
+impl std::str::FromStr for IndexKind {
+    type Err = RetrievalError;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s {
+            "flat" => Ok(IndexKind::Flat),
+            "hnsw" => Ok(IndexKind::Hnsw),
+            _ => Err(RetrievalError::Config(format!(
+                "unknown index kind {s:?}: expected flat or hnsw"
+            ))),
+        }
+    }
+}
+
+/// The JSON header of an index file.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct Header {
+    /// File format version ([`FORMAT_VERSION`]).
+    pub format: u32,
+    /// Search structure.
+    pub kind: IndexKind,
+    /// Vector dimension.
+    pub dim: usize,
+    /// Number of documents (and vectors).
+    pub count: usize,
+    /// [`Encoder::identity`] of the encoder that produced the vectors.
+    pub encoder_identity: String,
+    /// How to rebuild that encoder.
+    pub encoder: EncoderSpec,
+    /// Entries in the vocabulary section.
+    pub vocab_len: usize,
+    /// Bytes in the documents section.
+    pub docs_bytes: u64,
+}
+
+/// A loaded or freshly built index: documents, their vectors and the encoder for queries.
+pub struct SearchIndex {
+    header: Header,
+    vocab: Vec<(u64, u32)>,
+    docs: Vec<Document>,
+    flat: FlatIndex,
+    encoder: Arc<dyn Encoder>,
+}
+
+impl std::fmt::Debug for SearchIndex {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SearchIndex")
+            .field("header", &self.header)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Builds the encoder named by `choice`; the built-in one is fitted on `passages`.
+/// An encoder, how to rebuild it, and its vocabulary table (built-in only).
+type MadeEncoder = (Arc<dyn Encoder>, EncoderSpec, Vec<(u64, u32)>);
+
+fn make_encoder(choice: &EncoderChoice, passages: &[&str]) -> Result<MadeEncoder, RetrievalError> {
+    match choice {
+        EncoderChoice::Builtin(cfg) => {
+            let enc = BuiltinEncoder::fit(cfg.clone(), passages)?;
+            let spec = EncoderSpec::Builtin {
+                dim: cfg.dim,
+                weights: [cfg.unigram_weight, cfg.bigram_weight, cfg.trigram_weight],
+                docs: enc.docs(),
+            };
+            let table = enc.table();
+            Ok((Arc::new(enc), spec, table))
+        }
+        EncoderChoice::Bert(dir) => {
+            let enc = load_bert(dir)?;
+            let spec = EncoderSpec::Bert {
+                dir: dir.display().to_string(),
+            };
+            Ok((enc, spec, Vec::new()))
+        }
+    }
+}
+
+fn load_bert(dir: &Path) -> Result<Arc<dyn Encoder>, RetrievalError> {
+    Err(RetrievalError::Config(format!(
+        "encoder bert:{} needs rulegym built with feature `bert`",
+        dir.display()
+    )))
+}
+
+fn rebuild_encoder(
+    spec: &EncoderSpec,
+    vocab: &[(u64, u32)],
+) -> Result<Arc<dyn Encoder>, RetrievalError> {
+    match spec {
+        EncoderSpec::Builtin { dim, weights, docs } => {
+            let cfg = BuiltinConfig {
+                dim: *dim,
+                unigram_weight: weights[0],
+                bigram_weight: weights[1],
+                trigram_weight: weights[2],
+            };
+            Ok(Arc::new(BuiltinEncoder::from_table(cfg, *docs, vocab)?))
+        }
+        EncoderSpec::Bert { dir } => load_bert(Path::new(dir)),
+    }
+}
+
+impl SearchIndex {
+    /// Encodes `docs` as passages and builds an index of the given kind. Ids must be unique.
+    pub fn build(
+        docs: Vec<Document>,
+        choice: &EncoderChoice,
+        kind: IndexKind,
+    ) -> Result<Self, RetrievalError> {
+        let mut ids = std::collections::HashSet::new();
+        for d in &docs {
+            if !ids.insert(d.id.as_str()) {
+                return Err(RetrievalError::Format(format!(
+                    "duplicate document id {:?}",
+                    d.id
+                )));
+            }
+        }
+        let texts: Vec<&str> = docs.iter().map(|d| d.contents.as_str()).collect();
+        let (encoder, spec, vocab) = make_encoder(choice, &texts)?;
+        let mut vectors = Vec::with_capacity(docs.len() * encoder.dim());
+        for chunk in texts.chunks(256) {
+            vectors.extend(encoder.encode(chunk, Role::Passage)?);
+        }
+        let flat = FlatIndex::from_vec(encoder.dim(), vectors)?;
+        let header = Header {
+            format: FORMAT_VERSION,
+            kind,
+            dim: encoder.dim(),
+            count: docs.len(),
+            encoder_identity: encoder.identity(),
+            encoder: spec,
+            vocab_len: vocab.len(),
+            docs_bytes: docs_bytes(&docs),
+        };
+        Self::assemble(header, vocab, docs, flat, encoder)
+    }
+
+    fn assemble(
+        header: Header,
+        vocab: Vec<(u64, u32)>,
+        docs: Vec<Document>,
+        flat: FlatIndex,
+        encoder: Arc<dyn Encoder>,
+    ) -> Result<Self, RetrievalError> {
+        if header.kind == IndexKind::Hnsw {
+            return Err(RetrievalError::Config(
+                "index kind hnsw needs rulegym built with feature `hnsw`".into(),
+            ));
+        }
+        Ok(SearchIndex {
+            header,
+            vocab,
+            docs,
+            flat,
+            encoder,
+        })
+    }
+
+    /// The file header (kind, sizes, encoder identity).
+    pub fn header(&self) -> &Header {
+        &self.header
+    }
+
+    /// The documents, in row order.
+    pub fn docs(&self) -> &[Document] {
+        &self.docs
+    }
+
+    /// The exact index over the document vectors.
+    pub fn flat(&self) -> &FlatIndex {
+        &self.flat
+    }
+
+    /// The encoder used for queries.
+    pub fn encoder(&self) -> &Arc<dyn Encoder> {
+        &self.encoder
+    }
+
+    /// Number of documents.
+    pub fn len(&self) -> usize {
+        self.docs.len()
+    }
+
+    /// Whether the index holds no documents.
+    pub fn is_empty(&self) -> bool {
+        self.docs.is_empty()
+    }
+
+    /// Replaces the query encoder; refused unless its identity equals the one that built the
+    /// index (vectors from different encoders are not comparable).
+    pub fn set_encoder(&mut self, encoder: Arc<dyn Encoder>) -> Result<(), RetrievalError> {
+        if encoder.identity() != self.header.encoder_identity {
+            return Err(RetrievalError::EncoderMismatch {
+                index: self.header.encoder_identity.clone(),
+                given: encoder.identity(),
+            });
+        }
+        self.encoder = encoder;
+        Ok(())
+    }
+
+    /// Top-`k` documents for each query text (rows into [`docs`](Self::docs)), best first.
+    pub fn search(&self, queries: &[&str], k: usize) -> Result<Vec<Vec<Hit>>, RetrievalError> {
+        if k == 0 {
+            return Err(RetrievalError::InvalidK(0));
+        }
+        let q = self.encoder.encode(queries, Role::Query)?;
+        self.search_vectors(&q, k)
+    }
+
+    /// Top-`k` rows for already encoded queries.
+    pub fn search_vectors(&self, q: &[f32], k: usize) -> Result<Vec<Vec<Hit>>, RetrievalError> {
+        self.flat.search(q, k)
+    }
+
+    /// Writes the index to `path` atomically (temporary file, fsync, rename).
+    pub fn save(&self, path: &Path) -> Result<(), RetrievalError> {
+        let dir = path.parent().filter(|p| !p.as_os_str().is_empty());
+        let dir = dir.unwrap_or(Path::new("."));
+        let name = path.file_name().ok_or_else(|| {
+            RetrievalError::Config(format!("{} is not a file path", path.display()))
+        })?;
+        let tmp = dir.join(format!(
+            ".{}.tmp-{}",
+            name.to_string_lossy(),
+            std::process::id()
+        ));
+        let io = |what: &str, e| RetrievalError::Io(format!("{what} {}", tmp.display()), e);
+        let result = (|| {
+            let file = std::fs::File::create(&tmp).map_err(|e| io("create", e))?;
+            let mut w = BufWriter::with_capacity(1 << 20, file);
+            let header = serde_json::to_vec(&self.header)
+                .map_err(|e| RetrievalError::Format(format!("header: {e}")))?;
+            w.write_all(MAGIC).map_err(|e| io("write", e))?;
+            w.write_all(&FORMAT_VERSION.to_le_bytes())
+                .map_err(|e| io("write", e))?;
+            w.write_all(&(header.len() as u64).to_le_bytes())
+                .map_err(|e| io("write", e))?;
+            w.write_all(&header).map_err(|e| io("write", e))?;
+            for (h, df) in &self.vocab {
+                w.write_all(&h.to_le_bytes()).map_err(|e| io("write", e))?;
+                w.write_all(&df.to_le_bytes()).map_err(|e| io("write", e))?;
+            }
+            for d in &self.docs {
+                w.write_all(&(d.id.len() as u32).to_le_bytes())
+                    .map_err(|e| io("write", e))?;
+                w.write_all(&(d.contents.len() as u32).to_le_bytes())
+                    .map_err(|e| io("write", e))?;
+                w.write_all(d.id.as_bytes()).map_err(|e| io("write", e))?;
+                w.write_all(d.contents.as_bytes())
+                    .map_err(|e| io("write", e))?;
+            }
+            let rows = self.flat.to_unpadded();
+            for chunk in rows.chunks(1 << 16) {
+                let bytes: Vec<u8> = chunk.iter().flat_map(|x| x.to_le_bytes()).collect();
+                w.write_all(&bytes).map_err(|e| io("write", e))?;
+            }
+            let file = w.into_inner().map_err(|e| io("flush", e.into_error()))?;
+            file.sync_all().map_err(|e| io("sync", e))?;
+            Ok(())
+        })();
+        if let Err(e) = result {
+            let _ = std::fs::remove_file(&tmp);
+            return Err(e);
+        }
+        std::fs::rename(&tmp, path).map_err(|e| {
+            let _ = std::fs::remove_file(&tmp);
+            RetrievalError::Io(format!("rename to {}", path.display()), e)
+        })
+    }
+
+    /// Reads an index written by [`save`](Self::save) and rebuilds its encoder.
+    pub fn load(path: &Path) -> Result<Self, RetrievalError> {
+        let ctx = |what: &str| format!("{what} {}", path.display());
+        let bad = |msg: String| RetrievalError::Format(format!("{}: {msg}", path.display()));
+        let file = std::fs::File::open(path).map_err(|e| RetrievalError::Io(ctx("open"), e))?;
+        let file_len = file
+            .metadata()
+            .map_err(|e| RetrievalError::Io(ctx("stat"), e))?
+            .len();
+        let mut r = BufReader::with_capacity(1 << 20, file);
+        let read = |buf: &mut [u8], r: &mut BufReader<std::fs::File>| {
+            r.read_exact(buf)
+                .map_err(|e| RetrievalError::Io(ctx("read (truncated file?)"), e))
+        };
+        let mut magic = [0u8; 12];
+        read(&mut magic, &mut r)?;
+        if &magic != MAGIC {
+            return Err(bad("not a rulegym index (bad magic)".into()));
+        }
+        let mut b4 = [0u8; 4];
+        let mut b8 = [0u8; 8];
+        read(&mut b4, &mut r)?;
+        let version = u32::from_le_bytes(b4);
+        if version != FORMAT_VERSION {
+            return Err(bad(format!(
+                "format version {version}, this build reads {FORMAT_VERSION}"
+            )));
+        }
+        read(&mut b8, &mut r)?;
+        let header_len = u64::from_le_bytes(b8);
+        if header_len > file_len {
+            return Err(bad("header length exceeds file size".into()));
+        }
+        let mut hbuf = vec![0u8; header_len as usize];
+        read(&mut hbuf, &mut r)?;
+        let header: Header =
+            serde_json::from_slice(&hbuf).map_err(|e| bad(format!("header: {e}")))?;
+        let vec_bytes = (header.count as u128) * (header.dim as u128) * 4;
+        let expect = 24u128
+            + header_len as u128
+            + header.vocab_len as u128 * 12
+            + header.docs_bytes as u128
+            + vec_bytes;
+        if expect != file_len as u128 {
+            return Err(bad(format!(
+                "size {file_len} bytes, header implies {expect}"
+            )));
+        }
+        let mut vocab = Vec::with_capacity(header.vocab_len);
+        let mut b12 = [0u8; 12];
+        for _ in 0..header.vocab_len {
+            read(&mut b12, &mut r)?;
+            let h = u64::from_le_bytes(b12[..8].try_into().unwrap_or_default());
+            let df = u32::from_le_bytes(b12[8..].try_into().unwrap_or_default());
+            vocab.push((h, df));
+        }
+        let mut dbuf = vec![0u8; header.docs_bytes as usize];
+        read(&mut dbuf, &mut r)?;
+        let docs = parse_docs(&dbuf, header.count).map_err(bad)?;
+        let mut vectors = vec![0f32; header.count * header.dim];
+        read(bytemuck::cast_slice_mut(&mut vectors), &mut r)?;
+        if cfg!(target_endian = "big") {
+            for v in &mut vectors {
+                *v = f32::from_bits(u32::from_le(v.to_bits()));
+            }
+        }
+        let flat = FlatIndex::from_vec(header.dim, vectors)?;
+        let encoder = rebuild_encoder(&header.encoder, &vocab)?;
+        if encoder.identity() != header.encoder_identity || encoder.dim() != header.dim {
+            return Err(RetrievalError::EncoderMismatch {
+                index: header.encoder_identity.clone(),
+                given: encoder.identity(),
+            });
+        }
+        Self::assemble(header, vocab, docs, flat, encoder)
+    }
+}
+
+fn docs_bytes(docs: &[Document]) -> u64 {
+    docs.iter()
+        .map(|d| 8 + d.id.len() as u64 + d.contents.len() as u64)
+        .sum()
+}
+
+fn parse_docs(buf: &[u8], count: usize) -> Result<Vec<Document>, String> {
+    let mut docs = Vec::with_capacity(count);
+    let mut at = 0usize;
+    let take = |at: &mut usize, n: usize| -> Result<&[u8], String> {
+        let end = at.checked_add(n).filter(|e| *e <= buf.len());
+        let end = end.ok_or_else(|| "documents section truncated".to_string())?;
+        let s = &buf[*at..end];
+        *at = end;
+        Ok(s)
+    };
+    for _ in 0..count {
+        let lens = take(&mut at, 8)?;
+        let il = u32::from_le_bytes([lens[0], lens[1], lens[2], lens[3]]) as usize;
+        let cl = u32::from_le_bytes([lens[4], lens[5], lens[6], lens[7]]) as usize;
+        let id = String::from_utf8(take(&mut at, il)?.to_vec()).map_err(|e| e.to_string())?;
+        let contents = String::from_utf8(take(&mut at, cl)?.to_vec()).map_err(|e| e.to_string())?;
+        docs.push(Document { id, contents });
+    }
+    if at != buf.len() {
+        return Err("documents section has trailing bytes".into());
+    }
+    Ok(docs)
+}

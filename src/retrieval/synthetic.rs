@@ -1,0 +1,223 @@
+//! A synthetic corpus in rulegym's article format (people with family, friends and
+//! attributes), for tests and benchmarks that need a corpus of a chosen size without the full
+//! generator. Names are unique; articles mention other people, as real ones do.
+
+use super::docs::Document;
+use rand::Rng;
+
+const FIRST: &[&str] = &[
+    "Alison",
+    "Beulah",
+    "Dominique",
+    "Williams",
+    "Shelli",
+    "Alvin",
+    "Sha",
+    "Ophelia",
+    "Dino",
+    "Daisy",
+    "Tyson",
+    "Darrell",
+    "Vernie",
+    "Queenie",
+    "Susie",
+    "Kevin",
+    "Belia",
+    "Luella",
+    "Grover",
+    "Christopher",
+    "Amanda",
+    "Milo",
+    "Dewitt",
+    "Effie",
+    "Gene",
+    "Ann",
+    "Mary",
+    "Bob",
+    "Clara",
+    "Elmer",
+    "Fannie",
+    "Harvey",
+    "Ida",
+    "Jasper",
+    "Lottie",
+    "Morris",
+    "Nellie",
+    "Otis",
+    "Pearl",
+    "Rufus",
+    "Stella",
+    "Truman",
+    "Ursula",
+    "Virgil",
+    "Winnie",
+    "Ezra",
+    "Hattie",
+    "Lyle",
+    "Mabel",
+    "Norris",
+    "Opal",
+    "Percy",
+    "Rosa",
+    "Silas",
+    "Tilda",
+    "Wade",
+];
+const LAST: &[&str] = &[
+    "Smock",
+    "Beltran",
+    "Oyler",
+    "Estrella",
+    "Robbins",
+    "Kimber",
+    "Worthy",
+    "Jarrett",
+    "Pete",
+    "Tice",
+    "Waddell",
+    "Henderson",
+    "Lee",
+    "Roe",
+    "Abbott",
+    "Barlow",
+    "Conley",
+    "Dalton",
+    "Ewing",
+    "Fowler",
+    "Garner",
+    "Hobbs",
+    "Ingram",
+    "Jensen",
+    "Keller",
+    "Lowry",
+    "Mercer",
+    "Nolan",
+    "Osborn",
+    "Pruitt",
+    "Quinn",
+    "Rowe",
+    "Salas",
+    "Tatum",
+    "Upton",
+    "Vance",
+];
+const JOBS: &[&str] = &[
+    "personal assistant",
+    "warehouse manager",
+    "doctor",
+    "health promotion specialist",
+    "geologist",
+    "teacher",
+    "nurse",
+    "electrician",
+    "architect",
+    "baker",
+    "pilot",
+    "lawyer",
+];
+const HOBBIES: &[&str] = &[
+    "meditation",
+    "photography",
+    "meteorology",
+    "chess",
+    "gardening",
+    "birdwatching",
+    "pottery",
+    "sailing",
+    "fishing",
+    "astronomy",
+    "knitting",
+    "running",
+];
+const FAMILY: &[&str] = &[
+    "mother", "father", "son", "daughter", "sister", "brother", "wife", "husband",
+];
+
+/// A one-hop question naming a person, with the row of that person's article.
+#[derive(Clone, Debug)]
+pub struct NamedQuery {
+    /// The question text.
+    pub query: String,
+    /// Index (in the corpus) of the named person's article.
+    pub target: usize,
+}
+
+/// `n` articles (ids "0".."n-1") and, for each person, one-hop questions naming them.
+/// `n` is capped at the number of distinct names (about 100,000).
+pub fn corpus(n: usize, seed: u64) -> (Vec<Document>, Vec<NamedQuery>) {
+    let cap = FIRST.len() * LAST.len() * 50;
+    let n = n.min(cap);
+    // Unique names: first + last, with a middle initial when the plain pair is taken.
+    let mut names = Vec::with_capacity(n);
+    let mut used = std::collections::HashSet::new();
+    let mut i = 0u64;
+    while names.len() < n {
+        let mut rng = crate::seed::stream(seed, "synthetic-name", i);
+        i += 1;
+        let f = FIRST[rng.random_range(0..FIRST.len())];
+        let l = LAST[rng.random_range(0..LAST.len())];
+        let mut name = format!("{f} {l}");
+        if used.contains(&name) {
+            let mid = (b'A' + rng.random_range(0..26u8)) as char;
+            name = format!("{f} {mid}. {l}");
+        }
+        if used.insert(name.clone()) {
+            names.push(name);
+        }
+    }
+    let mut docs = Vec::with_capacity(n);
+    let mut queries = Vec::new();
+    for (p, name) in names.iter().enumerate() {
+        let mut rng = crate::seed::stream(seed, "synthetic-article", p as u64);
+        let mut text = format!("# {name}\n\n## Family\n");
+        for _ in 0..rng.random_range(1..4) {
+            let rel = FAMILY[rng.random_range(0..FAMILY.len())];
+            let other = &names[rng.random_range(0..n)];
+            text.push_str(&format!("The {rel} of {name} is {other}.\n"));
+            queries.push(NamedQuery {
+                query: format!("Who is the {rel} of {name}?"),
+                target: p,
+            });
+        }
+        text.push_str("\n## Friends\n");
+        let k = rng.random_range(1..5);
+        let friends: Vec<&str> = (0..k)
+            .map(|_| names[rng.random_range(0..n)].as_str())
+            .collect();
+        text.push_str(&format!(
+            "The friends of {name} are {}.\n",
+            friends.join(", ")
+        ));
+        queries.push(NamedQuery {
+            query: format!("Who are the friends of {name}?"),
+            target: p,
+        });
+        let dob = format!(
+            "{:04}-{:02}-{:02}",
+            rng.random_range(400..1000),
+            rng.random_range(1..13),
+            rng.random_range(1..29)
+        );
+        let job = JOBS[rng.random_range(0..JOBS.len())];
+        let hobby = HOBBIES[rng.random_range(0..HOBBIES.len())];
+        let gender = if rng.random_bool(0.5) {
+            "female"
+        } else {
+            "male"
+        };
+        text.push_str(&format!(
+            "\n## Attributes\nThe date of birth of {name} is {dob}.\nThe occupation of {name} is {job}.\nThe hobby of {name} is {hobby}.\nThe gender of {name} is {gender}.\n"
+        ));
+        for attr in ["date of birth", "occupation", "hobby", "gender"] {
+            queries.push(NamedQuery {
+                query: format!("What is the {attr} of {name}?"),
+                target: p,
+            });
+        }
+        docs.push(Document {
+            id: p.to_string(),
+            contents: format!("\"{name}\"\n{text}"),
+        });
+    }
+    (docs, queries)
+}

@@ -1,0 +1,229 @@
+//! Retrieval: flat top-k against a naive reference, built-in encoder quality, index files.
+
+use proptest::prelude::*;
+use rulegym::retrieval::flat::naive_search;
+use rulegym::retrieval::{
+    BuiltinConfig, BuiltinEncoder, Document, EncoderChoice, FlatIndex, IndexKind, SearchIndex,
+    docs, synthetic,
+};
+use std::path::Path;
+use std::sync::Arc;
+
+fn fixture(name: &str) -> std::path::PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures")
+        .join(name)
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(64))]
+
+    /// Small integers make every dot product exact, so ties are frequent and exact.
+    #[test]
+    fn flat_topk_equals_naive_sort_with_ties(
+        dim in 1usize..40,
+        n in 0usize..300,
+        m in 1usize..9,
+        k in 1usize..25,
+        threads in 1usize..4,
+        seed in any::<u64>(),
+    ) {
+        let mut s = seed | 1;
+        let mut next = || { s ^= s << 13; s ^= s >> 7; s ^= s << 17; ((s >> 33) % 5) as f32 - 2.0 };
+        let data: Vec<f32> = (0..n * dim).map(|_| next()).collect();
+        let queries: Vec<f32> = (0..m * dim).map(|_| next()).collect();
+        let idx = FlatIndex::new(dim, &data).unwrap();
+        let got = idx.search_with_threads(&queries, k, threads).unwrap();
+        prop_assert_eq!(got, naive_search(dim, &data, &queries, k));
+    }
+
+    /// Random floats: scores are bit-identical to the canonical dot product.
+    #[test]
+    fn flat_topk_equals_naive_sort_floats(
+        dim in 1usize..70,
+        n in 1usize..400,
+        m in 1usize..40,
+        k in 1usize..12,
+        seed in any::<u64>(),
+    ) {
+        let mut s = seed | 1;
+        let mut next = || { s ^= s << 13; s ^= s >> 7; s ^= s << 17; (s >> 40) as f32 / (1u64 << 24) as f32 - 0.5 };
+        let data: Vec<f32> = (0..n * dim).map(|_| next()).collect();
+        let queries: Vec<f32> = (0..m * dim).map(|_| next()).collect();
+        let idx = FlatIndex::new(dim, &data).unwrap();
+        prop_assert_eq!(idx.search(&queries, k).unwrap(), naive_search(dim, &data, &queries, k));
+    }
+}
+
+#[test]
+fn large_parallel_search_is_batch_invariant_and_exact() {
+    // Large enough to take the multi-threaded path.
+    let (n, dim) = (5_000, 64);
+    let mut s = 42u64;
+    let mut next = || {
+        s ^= s << 13;
+        s ^= s >> 7;
+        s ^= s << 17;
+        (s >> 40) as f32 / (1u64 << 24) as f32 - 0.5
+    };
+    let data: Vec<f32> = (0..n * dim).map(|_| next()).collect();
+    let queries: Vec<f32> = (0..37 * dim).map(|_| next()).collect();
+    let idx = FlatIndex::new(dim, &data).unwrap();
+    let batch = idx.search_with_threads(&queries, 10, 2).unwrap();
+    assert_eq!(batch, naive_search(dim, &data, &queries, 10));
+    for (i, q) in queries.chunks(dim).enumerate() {
+        assert_eq!(
+            idx.search(q, 10).unwrap()[0],
+            batch[i],
+            "query {i} alone differs"
+        );
+    }
+}
+
+#[test]
+fn flat_rejects_bad_input() {
+    assert!(FlatIndex::new(0, &[]).is_err());
+    assert!(FlatIndex::new(3, &[1.0, 2.0]).is_err());
+    assert!(FlatIndex::new(2, &[1.0, f32::NAN]).is_err());
+    assert!(FlatIndex::new(1, &[f32::INFINITY]).is_err());
+    assert!(FlatIndex::new(1, &[1e30]).is_err(), "norm above 1e18");
+    let idx = FlatIndex::new(2, &[1.0, 0.0, 0.0, 1.0]).unwrap();
+    assert!(idx.search(&[1.0, 0.0], 0).is_err());
+    assert!(idx.search(&[1.0], 1).is_err());
+    assert!(idx.search(&[f32::NAN, 0.0], 1).is_err());
+    assert_eq!(
+        idx.search(&[1.0, 0.0], 10).unwrap()[0].len(),
+        2,
+        "k above n returns n"
+    );
+    let empty = FlatIndex::new(2, &[]).unwrap();
+    assert_eq!(empty.search(&[1.0, 0.0], 3).unwrap(), vec![vec![]]);
+}
+
+#[derive(serde::Deserialize)]
+struct OneHop {
+    question: String,
+    article_id: String,
+}
+
+/// Recall@1 and @3 of one-hop questions naming a person, over an index.
+fn recall(index: &SearchIndex, queries: &[(String, usize)]) -> (f64, f64, Vec<String>) {
+    let texts: Vec<&str> = queries.iter().map(|q| q.0.as_str()).collect();
+    let hits = index.search(&texts, 3).unwrap();
+    let (mut r1, mut r3, mut misses) = (0, 0, Vec::new());
+    for ((q, target), h) in queries.iter().zip(&hits) {
+        r1 += (h[0].index as usize == *target) as usize;
+        if h.iter().any(|x| x.index as usize == *target) {
+            r3 += 1;
+        } else {
+            misses.push(q.clone());
+        }
+    }
+    let n = queries.len() as f64;
+    (r1 as f64 / n, r3 as f64 / n, misses)
+}
+
+#[test]
+fn builtin_encoder_finds_the_named_person_phantomwiki_fixture() {
+    let corpus = docs::read_jsonl(&fixture("phantomwiki-n100-seed1-articles.jsonl")).unwrap();
+    let ids: Vec<String> = corpus.iter().map(|d| d.id.clone()).collect();
+    let text = std::fs::read_to_string(fixture("phantomwiki-n100-seed1-onehop.jsonl")).unwrap();
+    let queries: Vec<(String, usize)> = text
+        .lines()
+        .map(|l| {
+            let q: OneHop = serde_json::from_str(l).unwrap();
+            let row = ids.iter().position(|i| *i == q.article_id).unwrap();
+            (q.question, row)
+        })
+        .collect();
+    assert!(queries.len() > 800);
+    let index = SearchIndex::build(corpus, &"builtin".parse().unwrap(), IndexKind::Flat).unwrap();
+    let (r1, r3, misses) = recall(&index, &queries);
+    eprintln!("phantomwiki n100 one-hop: recall@1 {r1:.4} recall@3 {r3:.4}");
+    assert!(misses.is_empty(), "not in top-3: {misses:?}");
+}
+
+#[test]
+fn builtin_encoder_finds_the_named_person_synthetic_1000() {
+    let (corpus, named) = synthetic::corpus(1_000, 7);
+    let queries: Vec<(String, usize)> = named.into_iter().map(|q| (q.query, q.target)).collect();
+    let index = SearchIndex::build(corpus, &"builtin".parse().unwrap(), IndexKind::Flat).unwrap();
+    let (r1, r3, misses) = recall(&index, &queries);
+    eprintln!(
+        "synthetic n1000 one-hop ({} queries): recall@1 {r1:.4} recall@3 {r3:.4}",
+        queries.len()
+    );
+    assert!(
+        misses.is_empty(),
+        "not in top-3: {:?}",
+        &misses[..misses.len().min(10)]
+    );
+    assert!(r1 >= 0.99);
+}
+
+#[test]
+fn index_file_round_trip_and_rejections() {
+    let (corpus, _) = synthetic::corpus(300, 3);
+    let index =
+        SearchIndex::build(corpus.clone(), &"builtin".parse().unwrap(), IndexKind::Flat).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("idx.rgi");
+    index.save(&path).unwrap();
+    let loaded = SearchIndex::load(&path).unwrap();
+    assert_eq!(loaded.docs(), index.docs());
+    assert_eq!(
+        loaded.header().encoder_identity,
+        index.header().encoder_identity
+    );
+    let q = ["Who is the mother of Alison Smock?", "hobby chess", "zzzz"];
+    assert_eq!(loaded.search(&q, 5).unwrap(), index.search(&q, 5).unwrap());
+    // no temporary files left behind
+    assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 1);
+
+    // An encoder with another identity is refused.
+    let other = BuiltinEncoder::fit(BuiltinConfig::default(), &["something else"]).unwrap();
+    let mut l2 = SearchIndex::load(&path).unwrap();
+    let err = l2.set_encoder(Arc::new(other)).unwrap_err();
+    assert!(err.to_string().contains("encoder mismatch"), "{err}");
+
+    // Truncated, corrupted and foreign files are errors, not panics.
+    let bytes = std::fs::read(&path).unwrap();
+    for cut in [0, 5, 20, 40, bytes.len() / 2, bytes.len() - 1] {
+        std::fs::write(&path, &bytes[..cut]).unwrap();
+        assert!(SearchIndex::load(&path).is_err(), "truncated at {cut}");
+    }
+    let mut bad = bytes.clone();
+    bad[0] = b'X';
+    std::fs::write(&path, &bad).unwrap();
+    assert!(SearchIndex::load(&path).is_err());
+    let mut bad = bytes.clone();
+    bad[30] ^= 0x55; // inside the JSON header
+    std::fs::write(&path, &bad).unwrap();
+    assert!(SearchIndex::load(&path).is_err());
+    assert!(SearchIndex::load(&dir.path().join("missing")).is_err());
+}
+
+#[test]
+fn pooled_index_over_several_corpora_has_unique_ids() {
+    let (a, _) = synthetic::corpus(50, 1);
+    let (b, _) = synthetic::corpus(50, 2);
+    let pooled = docs::pool(vec![("seed1".into(), a.clone()), ("seed2".into(), b)]).unwrap();
+    assert_eq!(pooled.len(), 100);
+    let index = SearchIndex::build(pooled, &"builtin".parse().unwrap(), IndexKind::Flat).unwrap();
+    let ids: std::collections::BTreeSet<&str> =
+        index.docs().iter().map(|d| d.id.as_str()).collect();
+    assert_eq!(ids.len(), 100);
+    assert!(ids.contains("seed1:0") && ids.contains("seed2:49"));
+    // duplicate prefixes and duplicate ids are refused
+    assert!(docs::pool(vec![("x".into(), a.clone()), ("x".into(), a.clone())]).is_err());
+    let dup = vec![
+        a[0].clone(),
+        Document {
+            id: a[0].id.clone(),
+            contents: "x".into(),
+        },
+    ];
+    assert!(SearchIndex::build(dup, &"builtin".parse().unwrap(), IndexKind::Flat).is_err());
+    assert!("bert:".parse::<EncoderChoice>().is_err());
+    assert!("nope".parse::<EncoderChoice>().is_err());
+}
