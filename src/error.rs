@@ -9,6 +9,9 @@ pub enum Error {
     /// GRPO math (advantages, loss, gradient) rejected its input.
     #[error(transparent)]
     Grpo(#[from] crate::grpo::GrpoError),
+    /// The Prolog engine reported an error.
+    #[error(transparent)]
+    Engine(#[from] crate::engine::EngineError),
     /// Retrieval (encoders, indexes, search) failed.
     #[error(transparent)]
     Retrieval(#[from] crate::retrieval::RetrievalError),

@@ -12,6 +12,10 @@
 #![deny(missing_docs)]
 
 pub mod cli;
+pub mod corpus;
+pub mod dataset;
+pub mod engine;
+pub mod universe;
 pub mod error;
 pub mod grpo;
 pub mod retrieval;

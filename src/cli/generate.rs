@@ -1,0 +1,125 @@
+//! `rulegym generate`: universe -> engine -> articles -> dataset directory.
+
+use crate::corpus;
+use crate::dataset::{universe_files, write_dir_atomic};
+use crate::engine::{Engine, Term, Var};
+use crate::universe::{Universe, UniverseConfig};
+use crate::{Error, Result};
+use indicatif::{ProgressBar, ProgressStyle};
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+/// Flags of `rulegym generate`; defaults reproduce the PhantomEnvironments training universe.
+#[derive(clap::Args, Debug)]
+pub struct Args {
+    /// Output directory (written atomically).
+    #[arg(long)]
+    out: PathBuf,
+    /// Master seed.
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+    /// Number of family trees.
+    #[arg(long, default_value_t = 100)]
+    num_family_trees: usize,
+    /// Target people per tree (trees hold this many or one more).
+    #[arg(long, default_value_t = 10)]
+    max_family_tree_size: usize,
+    /// Maximum generations per tree.
+    #[arg(long, default_value_t = 10)]
+    max_family_tree_depth: usize,
+    /// Maximum children per couple.
+    #[arg(long, default_value_t = 5)]
+    max_branching_factor: usize,
+    /// Expected number of friends per person.
+    #[arg(long, default_value_t = 3.0)]
+    friendship_k: f64,
+    /// Hard mode: questions may use all 45 relations (recorded in the manifest).
+    #[arg(long)]
+    hard_mode: bool,
+    /// Replace OUT if it exists.
+    #[arg(long)]
+    force: bool,
+    /// No progress output.
+    #[arg(long, short)]
+    quiet: bool,
+}
+
+/// A spinner for one stage, shown on a terminal unless quiet; prints the stage's time when done.
+fn stage<T>(quiet: bool, name: &str, work: impl FnOnce() -> Result<T>) -> Result<T> {
+    let bar = if quiet {
+        ProgressBar::hidden()
+    } else {
+        let bar = ProgressBar::new_spinner().with_message(name.to_owned());
+        bar.set_style(ProgressStyle::with_template("{spinner} {msg} {elapsed}").expect("valid"));
+        bar.enable_steady_tick(Duration::from_millis(100));
+        bar
+    };
+    let start = Instant::now();
+    let out = work();
+    bar.finish_and_clear();
+    if !quiet && out.is_ok() {
+        eprintln!("{name}: {:.2} s", start.elapsed().as_secs_f64());
+    }
+    out
+}
+
+/// Runs `rulegym generate`.
+pub fn run(args: Args) -> Result<()> {
+    let config = UniverseConfig {
+        seed: args.seed,
+        num_family_trees: args.num_family_trees,
+        max_family_tree_size: args.max_family_tree_size,
+        max_family_tree_depth: args.max_family_tree_depth,
+        max_branching_factor: args.max_branching_factor,
+        friendship_k: args.friendship_k,
+        easy_mode: !args.hard_mode,
+    };
+    let quiet = args.quiet;
+    let universe = stage(quiet, "universe", || Universe::generate(&config))?;
+    let facts = universe.facts();
+    // The engine loads the facts on its own thread while the articles render here.
+    let (engine, articles) = stage(quiet, "engine load + articles", || {
+        std::thread::scope(|scope| {
+            let loading = scope.spawn(|| Engine::with_facts(&facts));
+            let articles = corpus::articles(&universe);
+            let engine = loading
+                .join()
+                .map_err(|_| Error::Config("engine thread panicked".into()))??;
+            Ok((engine, articles))
+        })
+    })?;
+    verify_loaded(&engine, &universe)?;
+    let files = universe_files(&universe, &facts, &articles)?;
+    stage(quiet, "write", || write_dir_atomic(&args.out, &files, args.force))?;
+    if !quiet {
+        eprintln!(
+            "wrote {} people, {} articles to {}",
+            universe.people.len(),
+            articles.len(),
+            args.out.display()
+        );
+    }
+    Ok(())
+}
+
+/// Checks that the engine holds every person (one `gender` fact each).
+fn verify_loaded(engine: &Engine, universe: &Universe) -> Result<()> {
+    let (p, g, n) = (Var::numbered(0), Var::numbered(1), Var::numbered(2));
+    let count = Term::compound(
+        "aggregate_all",
+        [
+            Term::atom("count"),
+            Term::compound("gender", [Term::var(&p), Term::var(&g)]),
+            Term::var(&n),
+        ],
+    );
+    let rows = engine.query(&count, &[n])?;
+    let loaded = rows.first().and_then(|r| r[0].as_int()).unwrap_or(-1);
+    if loaded != universe.people.len() as i64 {
+        return Err(Error::Config(format!(
+            "the engine holds {loaded} people, the universe {}",
+            universe.people.len()
+        )));
+    }
+    Ok(())
+}

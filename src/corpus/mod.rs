@@ -1,0 +1,144 @@
+//! The article corpus: one templated Markdown article per person in PhantomWiki's format, and the
+//! facts each article states.
+
+use crate::universe::{AttributeFact, FactsWriter, Gender, PersonId, Universe};
+use rayon::prelude::*;
+use serde::{Deserialize, Serialize};
+
+/// The family relations an article states, in PhantomWiki's order: (relation, plural).
+pub const ARTICLE_RELATIONS: [(&str, &str); 8] = [
+    ("sister", "sisters"),
+    ("brother", "brothers"),
+    ("mother", "mothers"),
+    ("father", "fathers"),
+    ("son", "sons"),
+    ("daughter", "daughters"),
+    ("wife", "wives"),
+    ("husband", "husbands"),
+];
+
+/// One article.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Article {
+    /// The person's full name.
+    pub title: String,
+    /// The Markdown article (starts with `# Title`).
+    pub text: String,
+    /// The facts the article states, as Prolog clauses (`sister('A','B').`).
+    pub facts: Vec<String>,
+}
+
+/// A line of `articles.jsonl`: the Search-R1 corpus format plus the article's facts.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CorpusRecord {
+    /// Document id (the person's index).
+    pub id: String,
+    /// `"Title"\ntext`, as Search-R1 retrievers expect.
+    pub contents: String,
+    /// The facts the article states.
+    pub facts: Vec<String>,
+}
+
+impl Article {
+    /// The Search-R1 record: `contents` is the quoted title, a newline, and the article body
+    /// without its `# Title` heading.
+    pub fn record(&self, id: PersonId) -> CorpusRecord {
+        let body = self
+            .text
+            .strip_prefix(&format!("# {}\n\n", self.title))
+            .unwrap_or(&self.text);
+        CorpusRecord {
+            id: id.to_string(),
+            contents: format!("\"{}\"\n{}", self.title, body),
+            facts: self.facts.clone(),
+        }
+    }
+}
+
+/// The people `id` is related to by an article relation, sorted by name.
+pub fn relatives(universe: &Universe, id: PersonId, relation: &str) -> Vec<PersonId> {
+    let person = universe.person(id);
+    let with_gender = |ids: Vec<PersonId>, gender: Gender| -> Vec<PersonId> {
+        ids.into_iter()
+            .filter(|&r| universe.person(r).gender == gender)
+            .collect()
+    };
+    let mut found = match relation {
+        "sister" => with_gender(universe.siblings(id).collect(), Gender::Female),
+        "brother" => with_gender(universe.siblings(id).collect(), Gender::Male),
+        "mother" => with_gender(person.parents.clone(), Gender::Female),
+        "father" => with_gender(person.parents.clone(), Gender::Male),
+        "son" => with_gender(person.children.clone(), Gender::Male),
+        "daughter" => with_gender(person.children.clone(), Gender::Female),
+        "wife" => with_gender(person.spouse.into_iter().collect(), Gender::Female),
+        "husband" => with_gender(person.spouse.into_iter().collect(), Gender::Male),
+        "friend" => person.friends.clone(),
+        _ => Vec::new(),
+    };
+    found.sort_by(|&a, &b| universe.person(a).name.cmp(&universe.person(b).name));
+    found
+}
+
+/// "The sister of N is A." / "The sisters of N are A, B."
+fn sentence(singular: &str, plural: &str, name: &str, values: &[&str]) -> String {
+    if values.len() == 1 {
+        format!("The {singular} of {name} is {}.", values[0])
+    } else {
+        format!("The {plural} of {name} are {}.", values.join(", "))
+    }
+}
+
+/// Renders the article of person `id`.
+pub fn article(universe: &Universe, id: PersonId) -> Article {
+    let person = universe.person(id);
+    let name = person.name.as_str();
+    let mut facts = Vec::new();
+    let mut clause = |predicate: &str, value: &str| {
+        let mut out = String::new();
+        FactsWriter::clause(&mut out, predicate, &[name, value]);
+        out.pop();
+        facts.push(out);
+    };
+    let mut section = |relations: &[(&str, &str)]| -> String {
+        let mut lines = Vec::new();
+        for &(relation, plural) in relations {
+            let ids = relatives(universe, id, relation);
+            if ids.is_empty() {
+                continue;
+            }
+            let names: Vec<&str> = ids.iter().map(|&r| universe.person(r).name.as_str()).collect();
+            for n in &names {
+                clause(relation, n);
+            }
+            lines.push(sentence(relation, plural, name, &names));
+        }
+        lines.join("\n")
+    };
+    let family = section(&ARTICLE_RELATIONS);
+    let friends = section(&[("friend", "friends")]);
+    let attributes: Vec<String> = AttributeFact::ALL
+        .iter()
+        .map(|&a| {
+            let value = a.value(person);
+            clause(a.predicate(), value);
+            format!("The {} of {name} is {value}.", a.noun())
+        })
+        .collect();
+    let text = format!(
+        "# {name}\n\n## Family\n{family}\n\n## Friends\n{friends}\n\n## Attributes\n{}\n",
+        attributes.join("\n")
+    );
+    Article {
+        title: name.to_owned(),
+        text,
+        facts,
+    }
+}
+
+/// Every article, in person order (rendered in parallel; the order never depends on threads).
+pub fn articles(universe: &Universe) -> Vec<Article> {
+    (0..universe.people.len() as PersonId)
+        .into_par_iter()
+        .map(|id| article(universe, id))
+        .collect()
+}
