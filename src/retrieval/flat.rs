@@ -8,14 +8,12 @@
 //! bit-identical for a query whatever the batch it arrives in.
 
 use super::RetrievalError;
-use super::kernel::{self, Isa, TILE_QUERIES, TILE_ROWS};
+use super::kernel::{self, BLOCK, Isa};
 use super::topk::{Hit, TopK};
 use rayon::prelude::*;
 
-/// Rows per cache chunk (at d = 384: 384 KiB, fits L2).
-const CHUNK_ROWS: usize = 256;
-/// Queries per block inside a chunk (at d = 384: 48 KiB, about L1).
-const QUERY_BLOCK: usize = 32;
+/// Blocks of 16 rows per cache chunk (at d = 384: 384 KiB, fits L2).
+const CHUNK_BLOCKS: usize = 16;
 /// Below this many multiply-adds a search runs on the calling thread.
 const PARALLEL_MIN_WORK: usize = 1 << 20;
 /// Largest accepted vector norm: keeps every partial sum finite (|q|*|x| <= 1e36 < f32::MAX).
@@ -25,10 +23,9 @@ const MAX_NORM: f64 = 1e18;
 #[derive(Clone, Debug)]
 pub struct FlatIndex {
     dim: usize,
-    padded: usize,
     len: usize,
-    /// Row-major, each row zero-padded to `padded` floats.
-    rows: Vec<f32>,
+    /// Packed blocks of 16 rows ([`kernel::pack`]).
+    blocks: Vec<f32>,
 }
 
 /// Checks that every value is finite and every vector's norm is at most 1e18.
@@ -59,65 +56,84 @@ pub(crate) fn validate_vectors(data: &[f32], dim: usize, what: &str) -> Result<(
     Ok(())
 }
 
-fn pad(data: &[f32], dim: usize, padded: usize) -> Vec<f32> {
-    if dim == padded {
-        return data.to_vec();
-    }
-    let n = data.len() / dim;
-    let mut out = vec![0f32; n * padded];
-    for (src, dst) in data.chunks_exact(dim).zip(out.chunks_exact_mut(padded)) {
-        dst[..dim].copy_from_slice(src);
-    }
-    out
-}
-
 impl FlatIndex {
     /// Builds an index from `data` (row-major, `data.len() / dim` rows). Rejects a zero
     /// dimension, a length that is not a multiple of `dim`, more than `u32::MAX` rows, and
     /// non-finite values or vectors with norm above 1e18.
     pub fn new(dim: usize, data: &[f32]) -> Result<Self, RetrievalError> {
         validate_vectors(data, dim, "row")?;
-        let padded = kernel::padded_dim(dim);
-        Self::checked(dim, pad(data, dim, padded), data.len() / dim)
-    }
-
-    /// As [`new`](Self::new), taking ownership (no copy when `dim` is a multiple of 16).
-    pub fn from_vec(dim: usize, data: Vec<f32>) -> Result<Self, RetrievalError> {
-        validate_vectors(&data, dim, "row")?;
         let len = data.len() / dim;
-        let padded = kernel::padded_dim(dim);
-        let rows = if padded == dim {
-            data
-        } else {
-            pad(&data, dim, padded)
-        };
-        Self::checked(dim, rows, len)
-    }
-
-    fn checked(dim: usize, rows: Vec<f32>, len: usize) -> Result<Self, RetrievalError> {
         if len > u32::MAX as usize {
             return Err(RetrievalError::Shape(format!("{len} rows exceed u32::MAX")));
         }
         Ok(FlatIndex {
             dim,
-            padded: kernel::padded_dim(dim),
             len,
-            rows,
+            blocks: kernel::pack(data, dim),
         })
     }
 
-    /// All rows, unpadded, row-major (allocates when `dim` is not a multiple of 16).
-    pub fn to_unpadded(&self) -> std::borrow::Cow<'_, [f32]> {
-        if self.dim == self.padded {
-            std::borrow::Cow::Borrowed(&self.rows)
-        } else {
-            std::borrow::Cow::Owned(
-                self.rows
-                    .chunks_exact(self.padded)
-                    .flat_map(|r| r[..self.dim].iter().copied())
-                    .collect(),
-            )
+    /// Adopts vectors already in the packed block layout ([`kernel::pack`]), as stored in
+    /// index files; validates like [`new`](Self::new) and checks that padding rows are zero.
+    pub fn from_packed(dim: usize, len: usize, blocks: Vec<f32>) -> Result<Self, RetrievalError> {
+        if dim == 0 {
+            return Err(RetrievalError::Shape("dimension must be at least 1".into()));
         }
+        if len > u32::MAX as usize {
+            return Err(RetrievalError::Shape(format!("{len} rows exceed u32::MAX")));
+        }
+        let nblocks = len.div_ceil(BLOCK);
+        if Some(blocks.len()) != nblocks.checked_mul(dim * BLOCK) {
+            return Err(RetrievalError::Shape(format!(
+                "packed vectors: {} values for {len} rows of dimension {dim}",
+                blocks.len()
+            )));
+        }
+        for (b, blk) in blocks.chunks_exact(dim * BLOCK).enumerate() {
+            let mut norm2 = [0f64; BLOCK];
+            for vals in blk.chunks_exact(BLOCK) {
+                for (lane, &x) in vals.iter().enumerate() {
+                    norm2[lane] += (x as f64) * (x as f64);
+                    if !x.is_finite() {
+                        return Err(RetrievalError::NonFinite(format!(
+                            "row {}",
+                            b * BLOCK + lane
+                        )));
+                    }
+                }
+            }
+            for (lane, n2) in norm2.iter().enumerate() {
+                let row = b * BLOCK + lane;
+                if row >= len && *n2 != 0.0 {
+                    return Err(RetrievalError::Shape(
+                        "packed padding rows are not zero".into(),
+                    ));
+                }
+                if n2.sqrt() > MAX_NORM {
+                    return Err(RetrievalError::NonFinite(format!(
+                        "row {row} has norm above 1e18"
+                    )));
+                }
+            }
+        }
+        Ok(FlatIndex { dim, len, blocks })
+    }
+
+    /// The packed block layout (what index files store).
+    pub fn packed(&self) -> &[f32] {
+        &self.blocks
+    }
+
+    /// All rows, row-major (unpacked copy).
+    pub fn to_rows(&self) -> Vec<f32> {
+        let mut out = vec![0f32; self.len * self.dim];
+        for (r, row) in out.chunks_exact_mut(self.dim).enumerate() {
+            let base = (r / BLOCK) * self.dim * BLOCK + r % BLOCK;
+            for (i, x) in row.iter_mut().enumerate() {
+                *x = self.blocks[base + i * BLOCK];
+            }
+        }
+        out
     }
 
     /// Vector dimension.
@@ -135,9 +151,14 @@ impl FlatIndex {
         self.len == 0
     }
 
-    /// Row `i` (unpadded), or `None` when out of range.
-    pub fn row(&self, i: usize) -> Option<&[f32]> {
-        (i < self.len).then(|| &self.rows[i * self.padded..i * self.padded + self.dim])
+    /// A copy of row `i`, or `None` when out of range.
+    pub fn row(&self, i: usize) -> Option<Vec<f32>> {
+        (i < self.len).then(|| {
+            let base = (i / BLOCK) * self.dim * BLOCK + i % BLOCK;
+            (0..self.dim)
+                .map(|d| self.blocks[base + d * BLOCK])
+                .collect()
+        })
     }
 
     /// The best `k` rows for each query (`queries` row-major, `dim` values each), best first.
@@ -164,24 +185,24 @@ impl FlatIndex {
         if self.len == 0 {
             return Ok(vec![Vec::new(); m]);
         }
-        let q = pad(queries, self.dim, self.padded);
-        let work = m.saturating_mul(self.len).saturating_mul(self.padded);
+        let blocks = self.len.div_ceil(BLOCK);
+        let work = m.saturating_mul(self.len).saturating_mul(self.dim);
         let parts = if work < PARALLEL_MIN_WORK {
             1
         } else {
-            threads.clamp(1, self.len.div_ceil(TILE_ROWS))
+            threads.clamp(1, blocks)
         };
         let isa = kernel::detect();
         let mut tops = if parts == 1 {
-            self.scan(isa, &q, m, k, 0, self.len)
+            self.scan(isa, queries, m, k, 0, blocks)
         } else {
-            let per = self.len.div_ceil(parts).next_multiple_of(TILE_ROWS);
+            let per = blocks.div_ceil(parts);
             let partial: Vec<Vec<TopK>> = (0..parts)
                 .into_par_iter()
                 .map(|p| {
-                    let lo = (p * per).min(self.len);
-                    let hi = ((p + 1) * per).min(self.len);
-                    self.scan(isa, &q, m, k, lo, hi)
+                    let lo = (p * per).min(blocks);
+                    let hi = ((p + 1) * per).min(blocks);
+                    self.scan(isa, queries, m, k, lo, hi)
                 })
                 .collect();
             let mut it = partial.into_iter();
@@ -196,47 +217,51 @@ impl FlatIndex {
         Ok(tops.drain(..).map(TopK::into_sorted).collect())
     }
 
-    /// Scans rows `lo..hi` against all `m` padded queries.
+    /// Scans blocks `lo..hi` against all `m` queries.
     fn scan(&self, isa: Isa, q: &[f32], m: usize, k: usize, lo: usize, hi: usize) -> Vec<TopK> {
-        let dp = self.padded;
+        let dim = self.dim;
+        let blk = dim * BLOCK;
         let k = k.min(self.len);
+        let (tq, tb) = isa.tile();
         let mut tops: Vec<TopK> = (0..m).map(|_| TopK::new(k)).collect();
-        let mut out = [[0f32; TILE_ROWS]; TILE_QUERIES];
+        let mut out = [[0f32; 3 * BLOCK]; 8];
         let mut c0 = lo;
         while c0 < hi {
-            let c1 = (c0 + CHUNK_ROWS).min(hi);
-            let mut b0 = 0;
-            while b0 < m {
-                let b1 = (b0 + QUERY_BLOCK).min(m);
-                let mut r = c0;
-                while r < c1 {
-                    let nr = (c1 - r).min(TILE_ROWS);
-                    let rows = &self.rows[r * dp..(r + nr) * dp];
-                    let mut qi0 = b0;
-                    while qi0 < b1 {
-                        let mq = (b1 - qi0).min(TILE_QUERIES);
-                        kernel::tile(
-                            isa,
-                            &q[qi0 * dp..(qi0 + mq) * dp],
-                            mq,
-                            rows,
-                            nr,
-                            dp,
-                            &mut out,
-                        );
-                        for (t, scores) in tops[qi0..qi0 + mq].iter_mut().zip(out.iter()) {
+            let c1 = (c0 + CHUNK_BLOCKS).min(hi);
+            let mut q0 = 0;
+            while q0 < m {
+                let mq = (m - q0).min(tq);
+                let mut b = c0;
+                while b < c1 {
+                    let nb = (c1 - b).min(tb);
+                    kernel::tile(
+                        isa,
+                        &q[q0 * dim..(q0 + mq) * dim],
+                        mq,
+                        &self.blocks[b * blk..(b + nb) * blk],
+                        nb,
+                        dim,
+                        &mut out,
+                    );
+                    let row0 = b * BLOCK;
+                    let valid = (self.len - row0).min(nb * BLOCK);
+                    for (t, scores) in tops[q0..q0 + mq].iter_mut().zip(out.iter()) {
+                        for (c, chunk) in scores[..valid].chunks(BLOCK).enumerate() {
                             let thr = t.threshold();
-                            for (ri, &s) in scores.iter().enumerate().take(nr) {
-                                if s >= thr {
-                                    t.push((r + ri) as u32, s);
-                                }
+                            let mut mask = 0u32;
+                            for (lane, &s) in chunk.iter().enumerate() {
+                                mask |= ((s >= thr) as u32) << lane;
+                            }
+                            while mask != 0 {
+                                let lane = mask.trailing_zeros() as usize;
+                                mask &= mask - 1;
+                                t.push((row0 + c * BLOCK + lane) as u32, chunk[lane]);
                             }
                         }
-                        qi0 += mq;
                     }
-                    r += nr;
+                    b += nb;
                 }
-                b0 = b1;
+                q0 += mq;
             }
             c0 = c1;
         }

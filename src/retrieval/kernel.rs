@@ -1,34 +1,38 @@
 //! Inner-product micro-kernels with one canonical summation order.
 //!
-//! Every score is computed the same way on every path (AVX-512, AVX2+FMA, portable): 16 lane
-//! accumulators, lane `j` sums `q[i] * x[i]` for `i ≡ j (mod 16)` in increasing `i` with a fused
-//! multiply-add, then a fixed pairwise tree (`j + 8`, `j + 4`, `j + 2`, `j + 1`). Vectors are
-//! zero-padded to a multiple of 16, which adds exact zeros. The score of a (query, row) pair is
-//! therefore bit-identical whatever the batch size, the tile it falls in, the thread count or the
-//! instruction set, so batching concurrent requests never changes a ranking.
+//! Rows are stored in blocks of [`BLOCK`] = 16 rows, transposed inside the block (value `i` of
+//! the 16 rows is contiguous), like the packed right-hand side of a GEMM. A kernel keeps one
+//! 16-lane accumulator per (query, block) and walks the dimensions in order, broadcasting the
+//! query value and multiplying it into the 16 rows with a fused multiply-add. So every score is
+//! `fma(q[d-1], x[d-1], ... fma(q[1], x[1], fma(q[0], x[0], 0)))`: one sequential chain per
+//! pair, on every path (AVX-512, AVX2+FMA, portable `f32::mul_add`). The score of a
+//! (query, row) pair is therefore bit-identical whatever the batch size, the tile it falls in,
+//! the thread count or the instruction set, so batching concurrent requests never changes a
+//! ranking.
 
-/// Lanes of the canonical accumulator.
-pub const LANES: usize = 16;
-
-/// Rows per register tile.
-pub const TILE_ROWS: usize = 4;
-/// Queries per register tile.
-pub const TILE_QUERIES: usize = 4;
-
-/// `dim` rounded up to a multiple of [`LANES`].
-pub fn padded_dim(dim: usize) -> usize {
-    dim.div_ceil(LANES) * LANES
-}
+/// Rows per packed block (one 512-bit vector of scores).
+pub const BLOCK: usize = 16;
 
 /// Which instruction set the kernels use on this machine.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Isa {
     /// 512-bit vectors with FMA.
     Avx512,
-    /// Two 256-bit vectors with FMA per 16 lanes.
+    /// Two 256-bit vectors with FMA per block.
     Avx2,
     /// Portable code (`f32::mul_add`, correctly rounded like the hardware FMA).
     Portable,
+}
+
+impl Isa {
+    /// Largest register tile `(queries, blocks)` this instruction set uses.
+    pub fn tile(self) -> (usize, usize) {
+        match self {
+            Isa::Avx512 => (8, 3),
+            Isa::Avx2 => (4, 1),
+            Isa::Portable => (4, 1),
+        }
+    }
 }
 
 /// The best instruction set available (detected once).
@@ -51,126 +55,129 @@ pub fn detect() -> Isa {
     })
 }
 
-/// Computes the scores of `mq` queries against `nr` rows (`mq, nr <= 4`) and hands each
-/// `(query_in_tile, row_in_tile, score)` to `sink`.
-///
-/// `queries` and `rows` are row-major with stride `dp` (a multiple of 16); `queries` holds at
-/// least `mq` and `rows` at least `nr` vectors.
+/// Packs row-major `n x dim` data into transposed blocks of 16 rows (the last block padded
+/// with zero rows).
+pub fn pack(data: &[f32], dim: usize) -> Vec<f32> {
+    let n = data.len() / dim;
+    let blocks = n.div_ceil(BLOCK);
+    let mut out = vec![0f32; blocks * dim * BLOCK];
+    for (r, row) in data.chunks_exact(dim).enumerate() {
+        let base = (r / BLOCK) * dim * BLOCK + r % BLOCK;
+        for (i, &x) in row.iter().enumerate() {
+            out[base + i * BLOCK] = x;
+        }
+    }
+    out
+}
+
+/// The canonical score of one pair (sequential fused multiply-adds); every fast path equals it.
+pub fn dot_canonical(q: &[f32], x: &[f32]) -> f32 {
+    q.iter().zip(x).fold(0f32, |acc, (a, b)| a.mul_add(*b, acc))
+}
+
+/// Scores `mq` queries (row-major, stride `dim`) against `nb` consecutive packed blocks and
+/// writes `out[q][b * 16 + lane]`. Requires `mq <= 8`, `nb <= 3`, `queries.len() >= mq * dim`
+/// and `blocks.len() >= nb * dim * 16`; other shapes leave `out` untouched.
 #[inline]
 pub fn tile(
     isa: Isa,
     queries: &[f32],
     mq: usize,
-    rows: &[f32],
-    nr: usize,
-    dp: usize,
-    out: &mut [[f32; TILE_ROWS]; TILE_QUERIES],
+    blocks: &[f32],
+    nb: usize,
+    dim: usize,
+    out: &mut [[f32; 3 * BLOCK]; 8],
 ) {
-    debug_assert!(dp.is_multiple_of(LANES) && mq <= TILE_QUERIES && nr <= TILE_ROWS);
-    debug_assert!(queries.len() >= mq * dp && rows.len() >= nr * dp);
+    if mq == 0 || mq > 8 || nb == 0 || nb > 3 {
+        return;
+    }
+    if queries.len() < mq * dim || blocks.len() < nb * dim * BLOCK {
+        return;
+    }
     match isa {
         #[cfg(target_arch = "x86_64")]
         Isa::Avx512 => {
-            // SAFETY: `detect` verified avx512f; slice lengths checked by the callers (debug
-            // asserted above) and every load below stays within `mq * dp` / `nr * dp`.
-            unsafe { x86::tile_avx512_dispatch(queries, mq, rows, nr, dp, out) }
+            // SAFETY: `detect` verified avx512f; shapes checked above.
+            unsafe {
+                x86::tile_avx512_dispatch(queries.as_ptr(), mq, blocks.as_ptr(), nb, dim, out)
+            }
         }
         #[cfg(target_arch = "x86_64")]
         Isa::Avx2 => {
-            // SAFETY: `detect` verified avx2 and fma; bounds as above.
-            unsafe { x86::tile_avx2_dispatch(queries, mq, rows, nr, dp, out) }
+            // SAFETY: `detect` verified avx2 and fma; shapes checked above.
+            unsafe { x86::tile_avx2_dispatch(queries.as_ptr(), mq, blocks.as_ptr(), nb, dim, out) }
         }
-        _ => portable_tile(queries, mq, rows, nr, dp, out),
+        _ => portable_tile(queries, mq, blocks, nb, dim, out),
     }
-}
-
-/// The canonical score of one pair, portable code; the reference every fast path equals.
-pub fn dot_canonical(q: &[f32], x: &[f32]) -> f32 {
-    let dp = q.len().min(x.len());
-    let mut acc = [0f32; LANES];
-    let mut i = 0;
-    while i + LANES <= dp {
-        for (j, a) in acc.iter_mut().enumerate() {
-            *a = q[i + j].mul_add(x[i + j], *a);
-        }
-        i += LANES;
-    }
-    for (j, a) in acc.iter_mut().enumerate() {
-        if i + j < dp {
-            *a = q[i + j].mul_add(x[i + j], *a);
-        }
-    }
-    reduce16(&acc)
-}
-
-/// The fixed reduction tree of the 16 lane accumulators.
-#[inline(always)]
-pub fn reduce16(acc: &[f32; LANES]) -> f32 {
-    let mut s8 = [0f32; 8];
-    for j in 0..8 {
-        s8[j] = acc[j] + acc[j + 8];
-    }
-    let mut s4 = [0f32; 4];
-    for j in 0..4 {
-        s4[j] = s8[j] + s8[j + 4];
-    }
-    let s2 = [s4[0] + s4[2], s4[1] + s4[3]];
-    s2[0] + s2[1]
 }
 
 fn portable_tile(
     queries: &[f32],
     mq: usize,
-    rows: &[f32],
-    nr: usize,
-    dp: usize,
-    out: &mut [[f32; TILE_ROWS]; TILE_QUERIES],
+    blocks: &[f32],
+    nb: usize,
+    dim: usize,
+    out: &mut [[f32; 3 * BLOCK]; 8],
 ) {
     for (qi, o) in out.iter_mut().enumerate().take(mq) {
-        let q = &queries[qi * dp..(qi + 1) * dp];
-        for (ri, slot) in o.iter_mut().enumerate().take(nr) {
-            *slot = dot_canonical(q, &rows[ri * dp..(ri + 1) * dp]);
+        let q = &queries[qi * dim..(qi + 1) * dim];
+        for b in 0..nb {
+            let blk = &blocks[b * dim * BLOCK..(b + 1) * dim * BLOCK];
+            let mut acc = [0f32; BLOCK];
+            for (i, &qv) in q.iter().enumerate() {
+                for (lane, a) in acc.iter_mut().enumerate() {
+                    *a = qv.mul_add(blk[i * BLOCK + lane], *a);
+                }
+            }
+            o[b * BLOCK..(b + 1) * BLOCK].copy_from_slice(&acc);
         }
     }
 }
 
 #[cfg(target_arch = "x86_64")]
 mod x86 {
-    use super::{LANES, TILE_QUERIES, TILE_ROWS};
+    use super::BLOCK;
     use std::arch::x86_64::*;
 
     macro_rules! dispatch {
         ($name:ident, $kernel:ident, $feat:literal) => {
             #[target_feature(enable = $feat)]
             pub unsafe fn $name(
-                queries: &[f32],
+                q: *const f32,
                 mq: usize,
-                rows: &[f32],
-                nr: usize,
-                dp: usize,
-                out: &mut [[f32; TILE_ROWS]; TILE_QUERIES],
+                b: *const f32,
+                nb: usize,
+                dim: usize,
+                out: &mut [[f32; 3 * BLOCK]; 8],
             ) {
-                let q = queries.as_ptr();
-                let r = rows.as_ptr();
-                // SAFETY (all arms): the caller guarantees `mq * dp` query and `nr * dp` row floats.
+                // SAFETY (all arms): the caller guarantees `mq * dim` query floats and
+                // `nb * dim * 16` block floats.
                 unsafe {
-                    match (mq, nr) {
-                        (4, 4) => $kernel::<4, 4>(q, r, dp, out),
-                        (4, 3) => $kernel::<4, 3>(q, r, dp, out),
-                        (4, 2) => $kernel::<4, 2>(q, r, dp, out),
-                        (4, 1) => $kernel::<4, 1>(q, r, dp, out),
-                        (3, 4) => $kernel::<3, 4>(q, r, dp, out),
-                        (3, 3) => $kernel::<3, 3>(q, r, dp, out),
-                        (3, 2) => $kernel::<3, 2>(q, r, dp, out),
-                        (3, 1) => $kernel::<3, 1>(q, r, dp, out),
-                        (2, 4) => $kernel::<2, 4>(q, r, dp, out),
-                        (2, 3) => $kernel::<2, 3>(q, r, dp, out),
-                        (2, 2) => $kernel::<2, 2>(q, r, dp, out),
-                        (2, 1) => $kernel::<2, 1>(q, r, dp, out),
-                        (1, 4) => $kernel::<1, 4>(q, r, dp, out),
-                        (1, 3) => $kernel::<1, 3>(q, r, dp, out),
-                        (1, 2) => $kernel::<1, 2>(q, r, dp, out),
-                        (1, 1) => $kernel::<1, 1>(q, r, dp, out),
+                    match (mq, nb) {
+                        (1, 1) => $kernel::<1, 1>(q, b, dim, out),
+                        (1, 2) => $kernel::<1, 2>(q, b, dim, out),
+                        (1, 3) => $kernel::<1, 3>(q, b, dim, out),
+                        (2, 1) => $kernel::<2, 1>(q, b, dim, out),
+                        (2, 2) => $kernel::<2, 2>(q, b, dim, out),
+                        (2, 3) => $kernel::<2, 3>(q, b, dim, out),
+                        (3, 1) => $kernel::<3, 1>(q, b, dim, out),
+                        (3, 2) => $kernel::<3, 2>(q, b, dim, out),
+                        (3, 3) => $kernel::<3, 3>(q, b, dim, out),
+                        (4, 1) => $kernel::<4, 1>(q, b, dim, out),
+                        (4, 2) => $kernel::<4, 2>(q, b, dim, out),
+                        (4, 3) => $kernel::<4, 3>(q, b, dim, out),
+                        (5, 1) => $kernel::<5, 1>(q, b, dim, out),
+                        (5, 2) => $kernel::<5, 2>(q, b, dim, out),
+                        (5, 3) => $kernel::<5, 3>(q, b, dim, out),
+                        (6, 1) => $kernel::<6, 1>(q, b, dim, out),
+                        (6, 2) => $kernel::<6, 2>(q, b, dim, out),
+                        (6, 3) => $kernel::<6, 3>(q, b, dim, out),
+                        (7, 1) => $kernel::<7, 1>(q, b, dim, out),
+                        (7, 2) => $kernel::<7, 2>(q, b, dim, out),
+                        (7, 3) => $kernel::<7, 3>(q, b, dim, out),
+                        (8, 1) => $kernel::<8, 1>(q, b, dim, out),
+                        (8, 2) => $kernel::<8, 2>(q, b, dim, out),
+                        (8, 3) => $kernel::<8, 3>(q, b, dim, out),
                         _ => {}
                     }
                 }
@@ -181,83 +188,62 @@ mod x86 {
     dispatch!(tile_avx512_dispatch, tile_avx512, "avx512f");
     dispatch!(tile_avx2_dispatch, tile_avx2, "avx2,fma");
 
-    /// Reduces a 256-bit sum of the two halves with the canonical tree (`+4`, `+2`, `+1`).
     #[inline(always)]
-    unsafe fn reduce8(s8: __m256) -> f32 {
-        // SAFETY: only called from functions compiled with avx2 or avx512f enabled.
-        unsafe {
-            let lo = _mm256_castps256_ps128(s8);
-            let hi = _mm256_extractf128_ps(s8, 1);
-            let s4 = _mm_add_ps(lo, hi); // s4[j] = s8[j] + s8[j + 4]
-            let s2 = _mm_add_ps(s4, _mm_movehl_ps(s4, s4)); // s2[j] = s4[j] + s4[j + 2]
-            let s1 = _mm_add_ss(s2, _mm_shuffle_ps(s2, s2, 0b01)); // s2[0] + s2[1]
-            _mm_cvtss_f32(s1)
-        }
-    }
-
-    #[inline(always)]
-    unsafe fn tile_avx512<const MQ: usize, const NR: usize>(
+    unsafe fn tile_avx512<const MQ: usize, const NB: usize>(
         q: *const f32,
-        r: *const f32,
-        dp: usize,
-        out: &mut [[f32; TILE_ROWS]; TILE_QUERIES],
+        b: *const f32,
+        dim: usize,
+        out: &mut [[f32; 3 * BLOCK]; 8],
     ) {
         // SAFETY: caller guarantees bounds (see `dispatch!`) and avx512f.
         unsafe {
-            let mut acc = [[_mm512_setzero_ps(); NR]; MQ];
-            let mut i = 0;
-            while i < dp {
-                let mut xs = [_mm512_setzero_ps(); NR];
-                for (ri, x) in xs.iter_mut().enumerate() {
-                    *x = _mm512_loadu_ps(r.add(ri * dp + i));
+            let mut acc = [[_mm512_setzero_ps(); NB]; MQ];
+            for i in 0..dim {
+                let mut xs = [_mm512_setzero_ps(); NB];
+                for (j, x) in xs.iter_mut().enumerate() {
+                    *x = _mm512_loadu_ps(b.add(j * dim * BLOCK + i * BLOCK));
                 }
                 for (qi, a) in acc.iter_mut().enumerate() {
-                    let qv = _mm512_loadu_ps(q.add(qi * dp + i));
-                    for ri in 0..NR {
-                        a[ri] = _mm512_fmadd_ps(qv, xs[ri], a[ri]);
+                    let qv = _mm512_set1_ps(*q.add(qi * dim + i));
+                    for j in 0..NB {
+                        a[j] = _mm512_fmadd_ps(qv, xs[j], a[j]);
                     }
                 }
-                i += LANES;
             }
-            for qi in 0..MQ {
-                for ri in 0..NR {
-                    let a = acc[qi][ri];
-                    let lo = _mm512_castps512_ps256(a);
-                    let hi = _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(a), 1));
-                    out[qi][ri] = reduce8(_mm256_add_ps(lo, hi)); // s8[j] = acc[j] + acc[j + 8]
+            for (qi, a) in acc.iter().enumerate() {
+                for (j, v) in a.iter().enumerate() {
+                    _mm512_storeu_ps(out[qi].as_mut_ptr().add(j * BLOCK), *v);
                 }
             }
         }
     }
 
     #[inline(always)]
-    unsafe fn tile_avx2<const MQ: usize, const NR: usize>(
+    unsafe fn tile_avx2<const MQ: usize, const NB: usize>(
         q: *const f32,
-        r: *const f32,
-        dp: usize,
-        out: &mut [[f32; TILE_ROWS]; TILE_QUERIES],
+        b: *const f32,
+        dim: usize,
+        out: &mut [[f32; 3 * BLOCK]; 8],
     ) {
         // SAFETY: caller guarantees bounds (see `dispatch!`) and avx2+fma.
         unsafe {
-            let mut lo = [[_mm256_setzero_ps(); NR]; MQ];
-            let mut hi = [[_mm256_setzero_ps(); NR]; MQ];
-            let mut i = 0;
-            while i < dp {
+            let mut lo = [[_mm256_setzero_ps(); NB]; MQ];
+            let mut hi = [[_mm256_setzero_ps(); NB]; MQ];
+            for i in 0..dim {
                 for qi in 0..MQ {
-                    let ql = _mm256_loadu_ps(q.add(qi * dp + i));
-                    let qh = _mm256_loadu_ps(q.add(qi * dp + i + 8));
-                    for ri in 0..NR {
-                        let xl = _mm256_loadu_ps(r.add(ri * dp + i));
-                        let xh = _mm256_loadu_ps(r.add(ri * dp + i + 8));
-                        lo[qi][ri] = _mm256_fmadd_ps(ql, xl, lo[qi][ri]);
-                        hi[qi][ri] = _mm256_fmadd_ps(qh, xh, hi[qi][ri]);
+                    let qv = _mm256_set1_ps(*q.add(qi * dim + i));
+                    for j in 0..NB {
+                        let p = b.add(j * dim * BLOCK + i * BLOCK);
+                        lo[qi][j] = _mm256_fmadd_ps(qv, _mm256_loadu_ps(p), lo[qi][j]);
+                        hi[qi][j] = _mm256_fmadd_ps(qv, _mm256_loadu_ps(p.add(8)), hi[qi][j]);
                     }
                 }
-                i += LANES;
             }
             for qi in 0..MQ {
-                for ri in 0..NR {
-                    out[qi][ri] = reduce8(_mm256_add_ps(lo[qi][ri], hi[qi][ri]));
+                for j in 0..NB {
+                    let o = out[qi].as_mut_ptr().add(j * BLOCK);
+                    _mm256_storeu_ps(o, lo[qi][j]);
+                    _mm256_storeu_ps(o.add(8), hi[qi][j]);
                 }
             }
         }
@@ -282,9 +268,11 @@ mod tests {
 
     #[test]
     fn every_isa_and_tile_shape_is_bit_identical_to_the_canonical_dot() {
-        let dp = 48;
-        let q = pseudo(4 * dp, 1);
-        let r = pseudo(4 * dp, 2);
+        let dim = 37;
+        let rows = 3 * BLOCK;
+        let q = pseudo(8 * dim, 1);
+        let data = pseudo(rows * dim, 2);
+        let packed = pack(&data, dim);
         let mut isas = vec![Isa::Portable];
         #[cfg(target_arch = "x86_64")]
         {
@@ -298,17 +286,17 @@ mod tests {
             }
         }
         for isa in isas {
-            for mq in 1..=4 {
-                for nr in 1..=4 {
-                    let mut out = [[f32::NAN; 4]; 4];
-                    tile(isa, &q, mq, &r, nr, dp, &mut out);
+            for mq in 1..=8 {
+                for nb in 1..=3 {
+                    let mut out = [[f32::NAN; 3 * BLOCK]; 8];
+                    tile(isa, &q, mq, &packed, nb, dim, &mut out);
                     for qi in 0..mq {
-                        for ri in 0..nr {
+                        for r in 0..nb * BLOCK {
                             let want = dot_canonical(
-                                &q[qi * dp..(qi + 1) * dp],
-                                &r[ri * dp..(ri + 1) * dp],
+                                &q[qi * dim..(qi + 1) * dim],
+                                &data[r * dim..(r + 1) * dim],
                             );
-                            assert_eq!(out[qi][ri].to_bits(), want.to_bits(), "{isa:?} {mq}x{nr}");
+                            assert_eq!(out[qi][r].to_bits(), want.to_bits(), "{isa:?} {mq}x{nb}");
                         }
                     }
                 }

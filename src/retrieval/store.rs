@@ -3,7 +3,8 @@
 //! File layout (little-endian): the magic `RULEGYM-IDX\0`, a `u64` header length, a JSON
 //! [`Header`], then three binary sections: the built-in encoder's document-frequency table
 //! (`u64` hash, `u32` df per entry), the documents (`u32` id length, `u32` contents length,
-//! bytes, per document) and the `count x dim` `f32` vectors. Loading reads the vectors with a
+//! bytes, per document) and the vectors in the search layout (blocks of 16 rows, transposed,
+//! zero-padded: see [`kernel::pack`](super::kernel::pack)). Loading reads the vectors with a
 //! single `read_exact` straight into their final buffer. Saving writes a temporary file next
 //! to the target, syncs it and renames it over the target, so readers never see a partial file.
 
@@ -205,7 +206,7 @@ impl SearchIndex {
         for chunk in texts.chunks(256) {
             vectors.extend(encoder.encode(chunk, Role::Passage)?);
         }
-        let flat = FlatIndex::from_vec(encoder.dim(), vectors)?;
+        let flat = FlatIndex::new(encoder.dim(), &vectors)?;
         let header = Header {
             format: FORMAT_VERSION,
             kind,
@@ -334,7 +335,7 @@ impl SearchIndex {
                 w.write_all(d.contents.as_bytes())
                     .map_err(|e| io("write", e))?;
             }
-            let rows = self.flat.to_unpadded();
+            let rows = self.flat.packed();
             for chunk in rows.chunks(1 << 16) {
                 let bytes: Vec<u8> = chunk.iter().flat_map(|x| x.to_le_bytes()).collect();
                 w.write_all(&bytes).map_err(|e| io("write", e))?;
@@ -390,7 +391,7 @@ impl SearchIndex {
         read(&mut hbuf, &mut r)?;
         let header: Header =
             serde_json::from_slice(&hbuf).map_err(|e| bad(format!("header: {e}")))?;
-        let vec_bytes = (header.count as u128) * (header.dim as u128) * 4;
+        let vec_bytes = (header.count.div_ceil(16) as u128) * 16 * (header.dim as u128) * 4;
         let expect = 24u128
             + header_len as u128
             + header.vocab_len as u128 * 12
@@ -412,14 +413,14 @@ impl SearchIndex {
         let mut dbuf = vec![0u8; header.docs_bytes as usize];
         read(&mut dbuf, &mut r)?;
         let docs = parse_docs(&dbuf, header.count).map_err(bad)?;
-        let mut vectors = vec![0f32; header.count * header.dim];
+        let mut vectors = vec![0f32; header.count.div_ceil(16) * 16 * header.dim];
         read(bytemuck::cast_slice_mut(&mut vectors), &mut r)?;
         if cfg!(target_endian = "big") {
             for v in &mut vectors {
                 *v = f32::from_bits(u32::from_le(v.to_bits()));
             }
         }
-        let flat = FlatIndex::from_vec(header.dim, vectors)?;
+        let flat = FlatIndex::from_packed(header.dim, header.count, vectors)?;
         let encoder = rebuild_encoder(&header.encoder, &vocab)?;
         if encoder.identity() != header.encoder_identity || encoder.dim() != header.dim {
             return Err(RetrievalError::EncoderMismatch {
