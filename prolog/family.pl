@@ -4,22 +4,22 @@
 female(X) :- gender(X, female).
 male(X) :- gender(X, male).
 
-%% sibling(?X, ?Y): Y shares X's parents. Walks through X's first parent in standard order only,
-%% so each sibling is proved once (the generator never makes half-siblings; PhantomWiki's rule
-%% proves every sibling once per parent, 2^k proofs along a k-sibling chain).
+%% sibling(?X, ?Y): Y shares X's parents. Walks through the father's children only, so each
+%% sibling is proved once (couples share all their children: the generator makes no
+%% half-siblings); PhantomWiki's rule proves every sibling once per parent, 2^k proofs along a
+%% k-sibling chain.
 sibling(X, Y) :-
-    parent(X, P),
-    \+ (parent(X, Q), Q @< P),
-    child(P, Y),
+    parents(X, F, _),
+    children(F, Cs),
+    member(Y, Cs),
     Y \== X.
 
-%% married(?X, ?Y): Y shares a child with X (every couple has one). Walks through X's first
-%% child in standard order only, so a couple with k children is proved once, not k times.
+%% married(?X, ?Y): Y shares a child with X (every couple has one). Walks through X's first child
+%% only, so a couple with k children is proved once, not k times.
 married(X, Y) :-
-    child(X, C),
-    \+ (child(X, D), D @< C),
-    parent(C, Y),
-    Y \== X.
+    children(X, [C|_]),
+    parents(C, F, M),
+    ( X == F -> Y = M ; Y = F ).
 
 mother(X, Y) :- parent(X, Y), female(Y).
 father(X, Y) :- parent(X, Y), male(Y).

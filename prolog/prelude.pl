@@ -1,32 +1,44 @@
-%% prelude.pl: libraries the rule base and the typed queries rely on.
+%% prelude.pl: the stored facts of a universe, the base relations over them, and the libraries
+%% the typed queries rely on. Convention as in PhantomWiki: rel(X, Y) reads "Y is the rel of X".
 %%
-%% Facts of a universe (consulted separately as module file `facts`):
-%%   parent(Child, Parent)   child(Parent, Child)     -- both directions, so first-argument
-%%   friend(X, Y)            (stored both ways)          indexing serves every walk
-%%   gender(Person, Gender)  dob(Person, Date)  job(Person, Job)  hobby(Person, Hobby)
-%%   has_dob(Date, Person)   has_job(Job, Person)   has_hobby(Hobby, Person)
-%%                           -- inverse attribute facts, for "the person whose X is V"
-%% Names and values are atoms (first-argument indexing does not look inside strings).
-%% Convention as in PhantomWiki: rel(X, Y) reads "Y is the rel of X".
+%% Stored facts (module file `facts`); names and values are atoms (first-argument indexing does not
+%% look inside strings), and each predicate's first argument is the one a walk binds:
+%%   person(Name, Gender, Dob, Job, Hobby)   parents(Child, Father, Mother)
+%%   children(Parent, [Child, ...])          friends(Person, [Friend, ...])   (symmetric)
+%%   with_dob(Dob, [Person, ...])   with_job(Job, [Person, ...])   with_hobby(Hobby, [Person, ...])
 
 :- use_module(library(lists)).
 :- use_module(library(iso_ext)).
 :- use_module(library(between)).
-:- use_module(library(aggregate)).
 
-:- dynamic(parent/2).
-:- dynamic(child/2).
-:- dynamic(friend/2).
-:- dynamic(gender/2).
-:- dynamic(dob/2).
-:- dynamic(job/2).
-:- dynamic(hobby/2).
-:- dynamic(has_dob/2).
-:- dynamic(has_job/2).
-:- dynamic(has_hobby/2).
+:- dynamic(person/5).
+:- dynamic(parents/3).
+:- dynamic(children/2).
+:- dynamic(friends/2).
+:- dynamic(with_dob/2).
+:- dynamic(with_job/2).
+:- dynamic(with_hobby/2).
+
+%% parent(?Child, ?Parent): father first, then mother.
+parent(C, P) :- parents(C, F, M), ( P = F ; P = M ).
+%% child(?Parent, ?Child): in birth order.
+child(P, C) :- children(P, Cs), member(C, Cs).
+%% friend(?X, ?Y): Y is a friend of X (stored both ways).
+friend(X, Y) :- friends(X, Ys), member(Y, Ys).
+
+gender(P, G) :- person(P, G, _, _, _).
+dob(P, D) :- person(P, _, D, _, _).
+job(P, J) :- person(P, _, _, J, _).
+hobby(P, H) :- person(P, _, _, _, H).
+has_dob(D, P) :- with_dob(D, Ps), member(P, Ps).
+has_job(J, P) :- with_job(J, Ps), member(P, Ps).
+has_hobby(H, P) :- with_hobby(H, Ps), member(P, Ps).
 
 %% hop_set(+Rel, +Xs, -Ys): Ys is the sorted set of every Y with Rel(X, Y) for some X in Xs.
 %% Evaluates one hop of a chain set-at-a-time, so duplicate proofs never multiply across hops.
 hop_set(Rel, Xs, Ys) :-
     findall(Y, (member(X, Xs), call(Rel, X, Y)), Found),
     sort(Found, Ys).
+
+%% count_solutions(+Goal, -N): the number of solutions of Goal.
+count_solutions(Goal, N) :- findall(x, Goal, Xs), length(Xs, N).

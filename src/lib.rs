@@ -17,6 +17,8 @@ pub mod dataset;
 pub mod engine;
 pub mod universe;
 pub mod error;
+#[cfg(feature = "gpu")]
+pub mod gpu;
 pub mod grpo;
 pub mod retrieval;
 pub mod seed;

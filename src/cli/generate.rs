@@ -90,7 +90,9 @@ pub fn run(args: Args) -> Result<()> {
     })?;
     verify_loaded(&engine, &universe)?;
     let files = universe_files(&universe, &facts, &articles)?;
-    stage(quiet, "write", || write_dir_atomic(&args.out, &files, args.force))?;
+    stage(quiet, "write", || {
+        write_dir_atomic(&args.out, &files, args.force)
+    })?;
     if !quiet {
         eprintln!(
             "wrote {} people, {} articles to {}",
@@ -106,9 +108,8 @@ pub fn run(args: Args) -> Result<()> {
 fn verify_loaded(engine: &Engine, universe: &Universe) -> Result<()> {
     let (p, g, n) = (Var::numbered(0), Var::numbered(1), Var::numbered(2));
     let count = Term::compound(
-        "aggregate_all",
+        "count_solutions",
         [
-            Term::atom("count"),
             Term::compound("gender", [Term::var(&p), Term::var(&g)]),
             Term::var(&n),
         ],

@@ -4,6 +4,7 @@ use clap::{Parser, Subcommand};
 use std::process::ExitCode;
 
 mod generate;
+mod grpo;
 mod index;
 mod search;
 
@@ -19,6 +20,8 @@ struct Cli {
 enum Command {
     /// Generate a universe, load it into the Prolog engine and write a dataset directory.
     Generate(generate::Args),
+    /// GRPO advantages, loss, gradient and metrics for a batch in a JSON file.
+    Grpo(grpo::Args),
     /// Encode a corpus (or several, pooled) into a search index file.
     Index(index::Args),
     /// Print the top passages of an index for queries.
@@ -30,6 +33,7 @@ pub fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Generate(args) => generate::run(args),
+        Command::Grpo(args) => grpo::run(args),
         Command::Index(args) => index::run(args),
         Command::Search(args) => search::run(args),
     };

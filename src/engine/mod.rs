@@ -235,16 +235,15 @@ impl Worker {
         vars: &[Var],
         limits: QueryLimits,
     ) -> Result<Solutions, EngineError> {
-        let limited;
-        let (text, limit_var) = match limits.inferences {
-            Some(n) => {
-                limited = format!("call_with_inference_limit(({goal}),{n},RulegymLimit__).");
-                (limited, Some("RulegymLimit__"))
-            }
-            None => (format!("{goal}."), None),
+        // Every query runs inside catch/3: an exception that escapes to scryer's library
+        // interface leaves the machine in a state that breaks the next query (scryer 0.10).
+        let inner = match limits.inferences {
+            Some(n) => format!("call_with_inference_limit(({goal}),{n},{LIMIT_VAR})"),
+            None => goal.to_owned(),
         };
+        let text = format!("catch(({inner}),{ERROR_VAR},true).");
         let machine = &mut self.machine;
-        let outcome = guard(|| collect(machine, text, vars, limit_var, limits));
+        let outcome = guard(|| collect(machine, text, vars, limits));
         match outcome {
             Ok(result) => result,
             Err(panic) => {
@@ -278,11 +277,14 @@ fn guard<T>(f: impl FnOnce() -> T) -> Result<T, EngineError> {
     })
 }
 
+/// Variables the engine adds around a goal; [`Var::new`] refuses the `Rulegym__` prefix.
+const ERROR_VAR: &str = "Rulegym__Error";
+const LIMIT_VAR: &str = "Rulegym__Limit";
+
 fn collect(
     machine: &mut Machine,
     text: String,
     vars: &[Var],
-    limit_var: Option<&str>,
     limits: QueryLimits,
 ) -> Result<Solutions, EngineError> {
     let mut solutions = Vec::new();
@@ -295,8 +297,13 @@ fn collect(
                 return Err(EngineError::Prolog(describe(&term)));
             }
         };
-        if let Some(name) = limit_var
-            && matches!(bindings.get(name), Some(ScryerTerm::Atom(a)) if a == "inference_limit_exceeded")
+        if let Some(error) = bindings
+            .get(ERROR_VAR)
+            .filter(|t| !matches!(t, ScryerTerm::Var(_)))
+        {
+            return Err(EngineError::Prolog(describe(error)));
+        }
+        if matches!(bindings.get(LIMIT_VAR), Some(ScryerTerm::Atom(a)) if a == "inference_limit_exceeded")
         {
             return Err(EngineError::InferenceLimit(limits.inferences.unwrap_or(0)));
         }
@@ -319,13 +326,18 @@ fn to_value(term: &ScryerTerm) -> Result<Value, EngineError> {
     Ok(match term {
         ScryerTerm::Atom(a) => Value::Atom(a.clone()),
         ScryerTerm::String(s) => Value::Str(s.clone()),
-        ScryerTerm::Integer(n) => Value::Int(n.to_string().parse().map_err(|_| {
-            EngineError::Prolog(format!("integer {n} does not fit in 64 bits"))
-        })?),
-        ScryerTerm::List(items) => Value::List(items.iter().map(to_value).collect::<Result<_, _>>()?),
-        ScryerTerm::Compound(f, args) => {
-            Value::Compound(f.clone(), args.iter().map(to_value).collect::<Result<_, _>>()?)
+        ScryerTerm::Integer(n) => Value::Int(
+            n.to_string()
+                .parse()
+                .map_err(|_| EngineError::Prolog(format!("integer {n} does not fit in 64 bits")))?,
+        ),
+        ScryerTerm::List(items) => {
+            Value::List(items.iter().map(to_value).collect::<Result<_, _>>()?)
         }
+        ScryerTerm::Compound(f, args) => Value::Compound(
+            f.clone(),
+            args.iter().map(to_value).collect::<Result<_, _>>()?,
+        ),
         ScryerTerm::Var(v) => Value::Unbound(v.clone()),
         other => {
             return Err(EngineError::Prolog(format!(

@@ -10,14 +10,19 @@ use std::fmt::Write as _;
 pub struct Var(String);
 
 impl Var {
-    /// A variable with the given name; errors unless it is a valid Prolog variable name.
+    /// A variable with the given name; errors unless it is a valid Prolog variable name (names
+    /// starting `Rulegym__` are reserved for the engine).
     pub fn new(name: impl Into<String>) -> Result<Self, EngineError> {
         let name = name.into();
         let mut chars = name.chars();
         let valid_start = chars
             .next()
             .is_some_and(|c| c.is_ascii_uppercase() || c == '_');
-        if valid_start && chars.all(|c| c.is_ascii_alphanumeric() || c == '_') && name != "_" {
+        let valid = valid_start
+            && chars.all(|c| c.is_ascii_alphanumeric() || c == '_')
+            && name != "_"
+            && !name.starts_with("Rulegym__");
+        if valid {
             Ok(Var(name))
         } else {
             Err(EngineError::InvalidTerm(format!(
@@ -58,6 +63,14 @@ impl Term {
     /// An atom term.
     pub fn atom(text: impl Into<String>) -> Self {
         Term::Atom(text.into())
+    }
+
+    /// An atom from raw bytes (e.g. a name read from a file); errors on invalid UTF-8 instead
+    /// of guessing.
+    pub fn atom_from_bytes(bytes: &[u8]) -> Result<Self, EngineError> {
+        std::str::from_utf8(bytes)
+            .map(Term::atom)
+            .map_err(|e| EngineError::InvalidTerm(format!("atom text is not UTF-8: {e}")))
     }
 
     /// A variable term.

@@ -1,18 +1,22 @@
-//! Dates of birth: a parent is about 27 years (sd 3) older than a child, at least 18 and at most
-//! 45; spouses are born within 10 years of each other; siblings at least 300 days apart except
-//! twins (5%, same date). Dates are ISO strings with zero-padded 4-digit years, so string order is
+//! Dates of birth: a parent is about 27 years older than a child (at least 18, at most 45);
+//! spouses are born within 10 years of each other; siblings at least 300 days apart except twins
+//! (5%, same date). Dates are ISO strings with zero-padded 4-digit years, so string order is
 //! chronological order.
+//!
+//! Every date of generation `g` is drawn around the tree's anchor `base + 27.0 * g` years
+//! (normal, sd 3 years) and clamped to within 4.49 years of it. That window alone guarantees the
+//! constraints: parent gaps fall in 27 +- 9 years (inside 18..45) and spouse gaps under 9 years,
+//! whatever order people joined the tree in; sibling spacing is then found by rejection, with a
+//! twin's date as the always-feasible fallback.
 
 use super::trees::Skeleton;
 use crate::seed;
 use rand::Rng;
 
-const YEAR: i64 = 365;
-/// Minimum and maximum parent-child gap, in days.
-const PARENT_GAP: (i64, i64) = (18 * YEAR, 45 * YEAR);
-/// Mean and standard deviation of the generation gap, in days.
-const GENERATION_GAP: (f64, f64) = (27.0 * 365.25, 3.0 * 365.25);
-const SPOUSE_GAP: i64 = 10 * YEAR;
+/// Mean generation gap and the standard deviation of a date around its anchor, in days.
+const GENERATION: (f64, f64) = (27.0 * 365.25, 3.0 * 365.25);
+/// Half-width of the window around the anchor, in days (4.49 years).
+const WINDOW: i64 = 1640;
 const SIBLING_GAP: i64 = 300;
 const TWIN_PROBABILITY: f64 = 0.05;
 
@@ -20,7 +24,11 @@ const TWIN_PROBABILITY: f64 = 0.05;
 pub(crate) fn assign(master: u64, people: &[Skeleton]) -> Vec<String> {
     let mut days: Vec<Option<i64>> = vec![None; people.len()];
     for order in processing_order(people) {
-        let tree_min = order.first().map_or(0, |&id| people[id].generation);
+        let tree_min = order
+            .iter()
+            .map(|&id| people[id].generation)
+            .min()
+            .unwrap_or(0);
         for id in order {
             let day = draw(master, people, id, tree_min, &days);
             days[id] = Some(day);
@@ -31,8 +39,7 @@ pub(crate) fn assign(master: u64, people: &[Skeleton]) -> Vec<String> {
         .collect()
 }
 
-/// Tree by tree, oldest generation first; within a generation, people with parents (dated from
-/// them) before people without (dated from a spouse or the tree's anchor).
+/// Tree by tree, oldest generation first, so parents and siblings are dated before a child.
 fn processing_order(people: &[Skeleton]) -> Vec<Vec<usize>> {
     let mut trees: Vec<Vec<usize>> = Vec::new();
     for (id, p) in people.iter().enumerate() {
@@ -42,7 +49,7 @@ fn processing_order(people: &[Skeleton]) -> Vec<Vec<usize>> {
         trees[p.tree as usize].push(id);
     }
     for ids in &mut trees {
-        ids.sort_by_key(|&id| (people[id].generation, people[id].parents.is_empty(), id));
+        ids.sort_by_key(|&id| (people[id].generation, id));
     }
     trees
 }
@@ -55,53 +62,37 @@ fn normal(rng: &mut impl Rng, mean: f64, sd: f64) -> f64 {
 }
 
 fn draw(master: u64, people: &[Skeleton], id: usize, tree_min: i32, days: &[Option<i64>]) -> i64 {
-    let mut rng = seed::stream(master, "dob", id as u64);
     let person = &people[id];
-    let spouse = person.spouse.and_then(|s| days[s as usize]);
-    let Some(&father) = person.parents.first() else {
-        return match spouse {
-            Some(s) => s + rng.random_range(-SPOUSE_GAP..=SPOUSE_GAP),
-            None => {
-                let mut anchor_rng = seed::stream(master, "tree-anchor", person.tree as u64);
-                let base = days_from_civil(anchor_rng.random_range(300..=400), 1, 1);
-                let generation = (person.generation - tree_min) as f64;
-                base + normal(&mut rng, generation * GENERATION_GAP.0, GENERATION_GAP.1) as i64
-            }
-        };
+    let mut anchor_rng = seed::stream(master, "tree-anchor", person.tree as u64);
+    let base = days_from_civil(anchor_rng.random_range(300..=400), 1, 1);
+    let anchor = base + ((person.generation - tree_min) as f64 * GENERATION.0) as i64;
+    let (lo, hi) = (anchor - WINDOW, anchor + WINDOW);
+    let mut rng = seed::stream(master, "dob", id as u64);
+    let siblings: Vec<i64> = match person.parents.first() {
+        Some(&father) => people[father as usize]
+            .children
+            .iter()
+            .filter_map(|&c| days[c as usize])
+            .collect(),
+        None => Vec::new(),
     };
-    let mother = person.parents[1];
-    let (f, m) = (days[father as usize].unwrap(), days[mother as usize].unwrap());
-    let mut lo = f.max(m) + PARENT_GAP.0;
-    let mut hi = f.min(m) + PARENT_GAP.1;
-    if let Some(s) = spouse {
-        // Spouses within 10 years, when compatible with the parents' constraint.
-        let (slo, shi) = (lo.max(s - SPOUSE_GAP), hi.min(s + SPOUSE_GAP));
-        if slo <= shi {
-            (lo, hi) = (slo, shi);
-        }
-    }
-    let siblings: Vec<i64> = people[father as usize]
-        .children
-        .iter()
-        .filter_map(|&c| days[c as usize])
-        .collect();
     if !siblings.is_empty() && rng.random_bool(TWIN_PROBABILITY) {
-        let twin = siblings[rng.random_range(0..siblings.len())];
-        if (lo..=hi).contains(&twin) {
-            return twin;
-        }
+        return siblings[rng.random_range(0..siblings.len())];
     }
+    // Married-in people are drawn around their spouse, everyone else around the anchor.
+    let centre = person
+        .spouse
+        .and_then(|s| days[s as usize])
+        .unwrap_or(anchor) as f64;
     let free = |d: i64| siblings.iter().all(|&s| (d - s).abs() >= SIBLING_GAP);
-    let target = (f.max(m) as f64 + normal(&mut rng, GENERATION_GAP.0, GENERATION_GAP.1)) as i64;
-    let first = target.clamp(lo, hi);
+    let first = (normal(&mut rng, centre, GENERATION.1) as i64).clamp(lo, hi);
     if free(first) {
         return first;
     }
     (0..100)
         .map(|_| rng.random_range(lo..=hi))
         .find(|&d| free(d))
-        .or_else(|| (lo..=hi).find(|&d| free(d)))
-        .unwrap_or(first)
+        .unwrap_or_else(|| siblings[rng.random_range(0..siblings.len())])
 }
 
 /// Days since 1970-01-01 of a proleptic Gregorian date (H. Hinnant's algorithm).

@@ -36,12 +36,13 @@ impl AttributeFact {
         }
     }
 
-    /// The inverse predicate indexed by value (`has_job`); gender has none (two values).
+    /// The stored predicate indexed by value (`with_job(Job, People)`); gender has none (two
+    /// values: a filter, never an anchor).
     pub fn inverse_predicate(self) -> Option<&'static str> {
         match self {
-            AttributeFact::Dob => Some("has_dob"),
-            AttributeFact::Job => Some("has_job"),
-            AttributeFact::Hobby => Some("has_hobby"),
+            AttributeFact::Dob => Some("with_dob"),
+            AttributeFact::Job => Some("with_job"),
+            AttributeFact::Hobby => Some("with_hobby"),
             AttributeFact::Gender => None,
         }
     }
@@ -67,7 +68,7 @@ impl AttributeFact {
     }
 }
 
-/// Writes clauses `pred('A','B').`, one per line.
+/// Writes the universe's facts, one clause per line.
 pub struct FactsWriter<'a> {
     universe: &'a Universe,
     out: String,
@@ -78,13 +79,18 @@ impl<'a> FactsWriter<'a> {
     pub fn new(universe: &'a Universe) -> Self {
         FactsWriter {
             universe,
-            out: String::with_capacity(universe.people.len() * 600),
+            out: String::with_capacity(universe.people.len() * 300),
         }
     }
 
-    /// Appends one clause `predicate(args...).` to `out` (names never contain NUL: they come from
-    /// the embedded vocabularies, so quoting cannot fail).
+    /// Appends one clause `predicate('A',...).` to `out` (names never contain NUL: they come
+    /// from the embedded vocabularies, so quoting cannot fail).
     pub fn clause(out: &mut String, predicate: &str, args: &[&str]) {
+        Self::clause_with_list(out, predicate, args, None);
+    }
+
+    /// Appends `predicate('A',...,['X','Y']).`: the atoms, then optionally a list of atoms.
+    fn clause_with_list(out: &mut String, predicate: &str, args: &[&str], list: Option<&[&str]>) {
         out.push_str(predicate);
         out.push('(');
         for (i, arg) in args.iter().enumerate() {
@@ -93,44 +99,66 @@ impl<'a> FactsWriter<'a> {
             }
             write_atom(arg, out).expect("universe text never contains NUL");
         }
+        if let Some(items) = list {
+            out.push_str(",[");
+            for (i, item) in items.iter().enumerate() {
+                if i > 0 {
+                    out.push(',');
+                }
+                write_atom(item, out).expect("universe text never contains NUL");
+            }
+            out.push(']');
+        }
         out.push_str(").\n");
     }
 
-    /// All facts, grouped by predicate, people in id order.
+    /// All facts, grouped by predicate, people in id order:
+    /// `person(Name, Gender, Dob, Job, Hobby)`, `parents(Child, Father, Mother)`,
+    /// `children(Parent, [Child...])`, `friends(Person, [Friend...])` and the value-indexed
+    /// `with_dob/with_job/with_hobby(Value, [Person...])`. Each predicate's first argument is the
+    /// one a walk binds, so scryer's first-argument indexing serves every direction; grouping
+    /// keeps the clause count near 4 per person (scryer's consult costs ~15 µs per clause).
     pub fn write(mut self) -> String {
         let people = &self.universe.people;
-        let name = |id: u32| people[id as usize].name.as_str();
-        self.out.push_str("%% rulegym universe facts; see prolog/prelude.pl.\n");
+        let names = |ids: &[u32]| -> Vec<&str> {
+            ids.iter()
+                .map(|&id| people[id as usize].name.as_str())
+                .collect()
+        };
+        self.out.push_str(
+            "%% rulegym universe facts; predicates are documented in prolog/prelude.pl.\n",
+        );
         for p in people {
-            for &parent in &p.parents {
-                Self::clause(&mut self.out, "parent", &[&p.name, name(parent)]);
-            }
+            let values = AttributeFact::ALL.map(|a| a.value(p));
+            Self::clause(
+                &mut self.out,
+                "person",
+                &[&p.name, values[3], values[0], values[1], values[2]],
+            );
         }
         for p in people {
-            for &child in &p.children {
-                Self::clause(&mut self.out, "child", &[&p.name, name(child)]);
+            if let [father, mother] = names(&p.parents)[..] {
+                Self::clause(&mut self.out, "parents", &[&p.name, father, mother]);
             }
         }
-        for p in people {
-            for &friend in &p.friends {
-                Self::clause(&mut self.out, "friend", &[&p.name, name(friend)]);
-            }
+        for p in people.iter().filter(|p| !p.children.is_empty()) {
+            let children = names(&p.children);
+            Self::clause_with_list(&mut self.out, "children", &[&p.name], Some(&children));
         }
-        for attribute in AttributeFact::ALL {
-            for p in people {
-                Self::clause(
-                    &mut self.out,
-                    attribute.predicate(),
-                    &[&p.name, attribute.value(p)],
-                );
-            }
-            if let Some(inverse) = attribute.inverse_predicate() {
-                // Grouped by value so the inverse index is contiguous; ties in person order.
-                let mut by_value: Vec<&Person> = people.iter().collect();
-                by_value.sort_by(|a, b| attribute.value(a).cmp(attribute.value(b)));
-                for p in by_value {
-                    Self::clause(&mut self.out, inverse, &[attribute.value(p), &p.name]);
-                }
+        for p in people.iter().filter(|p| !p.friends.is_empty()) {
+            let friends = names(&p.friends);
+            Self::clause_with_list(&mut self.out, "friends", &[&p.name], Some(&friends));
+        }
+        for attribute in [AttributeFact::Dob, AttributeFact::Job, AttributeFact::Hobby] {
+            let predicate = attribute.inverse_predicate().expect("has an inverse");
+            let mut by_value: Vec<(&str, &str)> = people
+                .iter()
+                .map(|p| (attribute.value(p), p.name.as_str()))
+                .collect();
+            by_value.sort_by(|a, b| a.0.cmp(b.0)); // stable: people stay in id order per value
+            for group in by_value.chunk_by(|a, b| a.0 == b.0) {
+                let holders: Vec<&str> = group.iter().map(|(_, n)| *n).collect();
+                Self::clause_with_list(&mut self.out, predicate, &[group[0].0], Some(&holders));
             }
         }
         self.out

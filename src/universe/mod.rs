@@ -16,6 +16,14 @@ pub mod vocab;
 pub use config::UniverseConfig;
 pub use facts::{AttributeFact, FactsWriter};
 
+/// Days since 1970-01-01 of an ISO `YYYY-MM-DD` date (proleptic Gregorian); `None` if malformed.
+pub fn iso_to_days(iso: &str) -> Option<i64> {
+    let mut parts = iso.splitn(3, '-').map(|p| p.parse::<i64>().ok());
+    let (y, m, d) = (parts.next()??, parts.next()??, parts.next()??);
+    let valid = (1..=12).contains(&m) && (1..=31).contains(&d);
+    valid.then(|| dates::days_from_civil(y, m, d))
+}
+
 use serde::{Deserialize, Serialize};
 
 /// Index of a person in [`Universe::people`].

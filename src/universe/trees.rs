@@ -23,7 +23,8 @@ pub(crate) struct Skeleton {
 
 /// Grows every tree; people are numbered tree by tree.
 pub(crate) fn grow_all(config: &UniverseConfig) -> Vec<Skeleton> {
-    let mut people = Vec::with_capacity(config.num_family_trees * (config.max_family_tree_size + 1));
+    let mut people =
+        Vec::with_capacity(config.num_family_trees * (config.max_family_tree_size + 1));
     for tree in 0..config.num_family_trees {
         grow(config, tree as u32, &mut people);
     }

@@ -19,7 +19,10 @@ pub struct Vocab {
 }
 
 fn lines(text: &'static str) -> Vec<&'static str> {
-    text.lines().map(str::trim).filter(|l| !l.is_empty()).collect()
+    text.lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty())
+        .collect()
 }
 
 /// The vocabularies, parsed once.
@@ -54,7 +57,10 @@ mod tests {
         assert!(v.occupations.len() > 400);
         let hobbies: usize = v.hobbies.iter().map(|(_, h)| h.len()).sum();
         assert!(hobbies > 350);
-        let all = v.occupations.iter().chain(v.hobbies.iter().flat_map(|(_, h)| h));
+        let all = v
+            .occupations
+            .iter()
+            .chain(v.hobbies.iter().flat_map(|(_, h)| h));
         for item in all {
             assert!(!item.contains(','), "{item}");
         }

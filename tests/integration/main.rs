@@ -1,4 +1,6 @@
 //! One integration-test binary (links scryer and wgpu once); one module per concept.
 
-mod retrieval;
+mod engine;
 mod grpo;
+mod retrieval;
+mod universe;
