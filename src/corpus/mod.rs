@@ -106,7 +106,10 @@ pub fn article(universe: &Universe, id: PersonId) -> Article {
             if ids.is_empty() {
                 continue;
             }
-            let names: Vec<&str> = ids.iter().map(|&r| universe.person(r).name.as_str()).collect();
+            let names: Vec<&str> = ids
+                .iter()
+                .map(|&r| universe.person(r).name.as_str())
+                .collect();
             for n in &names {
                 clause(relation, n);
             }

@@ -113,20 +113,25 @@ pub fn universe_files(
         ("facts.pl".to_owned(), facts.as_bytes().to_vec()),
         (
             "articles.jsonl".to_owned(),
-            json_lines(
-                articles
-                    .iter()
-                    .enumerate()
-                    .map(|(i, a)| a.record(i as u32)),
-            )?,
+            json_lines(articles.iter().enumerate().map(|(i, a)| a.record(i as u32)))?,
         ),
         (
             "people.jsonl".to_owned(),
             json_lines(person_records(universe))?,
         ),
     ];
-    let friendships: usize = universe.people.iter().map(|p| p.friends.len()).sum::<usize>() / 2;
-    let trees = universe.people.iter().map(|p| p.tree).max().map_or(0, |t| t + 1);
+    let friendships: usize = universe
+        .people
+        .iter()
+        .map(|p| p.friends.len())
+        .sum::<usize>()
+        / 2;
+    let trees = universe
+        .people
+        .iter()
+        .map(|p| p.tree)
+        .max()
+        .map_or(0, |t| t + 1);
     let counts = BTreeMap::from([
         ("people".to_owned(), universe.people.len() as u64),
         ("trees".to_owned(), trees as u64),
@@ -147,10 +152,11 @@ pub fn universe_files(
             .map(|(name, bytes)| (name.clone(), sha256_hex(bytes)))
             .collect(),
     };
-    let mut manifest_bytes = serde_json::to_vec_pretty(&manifest).map_err(|source| Error::Json {
-        context: "serialising manifest.json".into(),
-        source,
-    })?;
+    let mut manifest_bytes =
+        serde_json::to_vec_pretty(&manifest).map_err(|source| Error::Json {
+            context: "serialising manifest.json".into(),
+            source,
+        })?;
     manifest_bytes.push(b'\n');
     files.push(("manifest.json".to_owned(), manifest_bytes));
     Ok(files)
@@ -211,7 +217,8 @@ pub fn write_file_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
     }
     let tmp = path.with_file_name(format!(
         ".{}.tmp-{}",
-        path.file_name().map_or("out".into(), |n| n.to_string_lossy()),
+        path.file_name()
+            .map_or("out".into(), |n| n.to_string_lossy()),
         std::process::id()
     ));
     let result = (|| {
