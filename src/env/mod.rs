@@ -1,0 +1,58 @@
+//! Multi-turn text environments with one step API: the search environment (Search-R1 protocol)
+//! and the tool-use environment share [`Step`], [`Span`] and the metadata conventions, so one
+//! trainer adapter and one conformance test serve both.
+
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+
+/// A chat message (OpenAI shape: `role` and `content`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Message {
+    /// `system`, `user`, `assistant` or `tool`.
+    pub role: String,
+    /// The text.
+    pub content: String,
+}
+
+impl Message {
+    /// A message with this role and content.
+    pub fn new(role: &str, content: impl Into<String>) -> Self {
+        Message {
+            role: role.to_owned(),
+            content: content.into(),
+        }
+    }
+}
+
+/// A byte range `[start, end)` of environment-written text inside the text a step appends, so a
+/// trainer can mask it out of the loss.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Span {
+    /// First byte.
+    pub start: usize,
+    /// One past the last byte.
+    pub end: usize,
+}
+
+/// The result of one `step(action)`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Step {
+    /// New messages for the agent's context (empty when the episode ended without a reply).
+    pub observations: Vec<Message>,
+    /// Reward of this step (non-zero only at the end of an episode, by convention).
+    pub reward: f64,
+    /// Whether the episode is over.
+    pub done: bool,
+    /// Turn number, counts and whatever the environment reports (JSON values, sorted keys).
+    pub metadata: BTreeMap<String, serde_json::Value>,
+    /// Spans of environment text within the concatenated observation contents.
+    pub env_spans: Vec<Span>,
+}
+
+/// A multi-turn environment. `Send`, cheap to construct per trajectory.
+pub trait Environment: Send {
+    /// Starts the episode: the chat prompt the agent sees.
+    fn reset(&mut self) -> crate::Result<Vec<Message>>;
+    /// Applies the agent's action text; never panics on any input.
+    fn step(&mut self, action: &str) -> crate::Result<Step>;
+}
