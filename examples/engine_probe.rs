@@ -43,7 +43,7 @@ fn main() -> rulegym::Result<()> {
         let t = Instant::now();
         let rows = engine.query(
             &Term::compound(rel, [Term::atom(name.clone()), Term::var(&x)]),
-            &[x.clone()],
+            std::slice::from_ref(&x),
         )?;
         println!(
             "{rel}({name}, X): {} answers in {:?}",

@@ -42,3 +42,21 @@ hop_set(Rel, Xs, Ys) :-
 
 %% count_solutions(+Goal, -N): the number of solutions of Goal.
 count_solutions(Goal, N) :- findall(x, Goal, Xs), length(Xs, N).
+
+%% filter_set(+Attr, +Value, +Xs, -Ys): the members of the sorted set Xs whose Attr is Value.
+filter_set(Attr, Value, Xs, Ys) :-
+    findall(X, (member(X, Xs), call(Attr, X, Value)), Ys).
+
+%% count_each(+Rel, +Xs, -Counts): the sorted set of N such that some X in Xs has exactly N
+%% distinct Rel-relatives (PhantomWiki's per-binding aggregate_all(count, distinct(...))).
+count_each(Rel, Xs, Counts) :-
+    findall(N, (member(X, Xs), findall(Y, call(Rel, X, Y), Ys), sort(Ys, U), length(U, N)), Ns),
+    sort(Ns, Counts).
+
+%% older_of(+[A], +[B], -[Older]): whichever of A and B was born first; fails on a tie or when
+%% either set is not a single person.
+older_of([A], [B], [Older]) :-
+    dob(A, DA), dob(B, DB),
+    (   DA @< DB -> Older = A
+    ;   DB @< DA -> Older = B
+    ).

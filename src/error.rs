@@ -9,6 +9,9 @@ pub enum Error {
     /// GRPO math (advantages, loss, gradient) rejected its input.
     #[error(transparent)]
     Grpo(#[from] crate::grpo::GrpoError),
+    /// A question query could not be compiled or decoded.
+    #[error(transparent)]
+    Query(#[from] crate::question::QueryError),
     /// The Prolog engine reported an error.
     #[error(transparent)]
     Engine(#[from] crate::engine::EngineError),

@@ -15,12 +15,15 @@ pub mod cli;
 pub mod corpus;
 pub mod dataset;
 pub mod engine;
-pub mod universe;
+pub mod env;
 pub mod error;
 #[cfg(feature = "gpu")]
 pub mod gpu;
 pub mod grpo;
+pub mod question;
+pub mod relations;
 pub mod retrieval;
 pub mod seed;
+pub mod universe;
 
 pub use error::{Error, Result};

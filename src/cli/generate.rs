@@ -3,6 +3,7 @@
 use crate::corpus;
 use crate::dataset::{universe_files, write_dir_atomic};
 use crate::engine::{Engine, Term, Var};
+use crate::question::{self, AnchorStrategy, Family, QuestionConfig};
 use crate::universe::{Universe, UniverseConfig};
 use crate::{Error, Result};
 use indicatif::{ProgressBar, ProgressStyle};
@@ -36,6 +37,30 @@ pub struct Args {
     /// Hard mode: questions may use all 45 relations (recorded in the manifest).
     #[arg(long)]
     hard_mode: bool,
+    /// Question families, comma-separated: base, hops, hops+constraints, hops+comparisons.
+    #[arg(long, value_delimiter = ',', default_value = "base")]
+    families: Vec<Family>,
+    /// Questions per template (base) or per cell (other families).
+    #[arg(long, default_value_t = 10)]
+    per_template: usize,
+    /// Grammar depth of the base family (16: PhantomWiki's 38 templates).
+    #[arg(long, default_value_t = 16)]
+    depth: usize,
+    /// Seed of the question streams (defaults to --seed).
+    #[arg(long)]
+    question_seed: Option<u64>,
+    /// Drop "How many" questions from the base family.
+    #[arg(long)]
+    exclude_aggregation: bool,
+    /// Anchor slot of bidirectional sampling: uniform, balanced or fixed:K.
+    #[arg(long, default_value = "balanced")]
+    anchor: AnchorStrategy,
+    /// Cell-balance the hops* families.
+    #[arg(long)]
+    balance: bool,
+    /// Fraction of each cell held out as the validation split.
+    #[arg(long, default_value_t = 0.1)]
+    val_fraction: f64,
     /// Replace OUT if it exists.
     #[arg(long)]
     force: bool,
@@ -74,8 +99,21 @@ pub fn run(args: Args) -> Result<()> {
         friendship_k: args.friendship_k,
         easy_mode: !args.hard_mode,
     };
+    let questions_config = QuestionConfig {
+        seed: args.question_seed.unwrap_or(args.seed),
+        families: args.families.clone(),
+        depth: args.depth,
+        per_template: args.per_template,
+        easy_mode: !args.hard_mode,
+        exclude_aggregation: args.exclude_aggregation,
+        anchor: args.anchor,
+        balance: args.balance,
+        val_fraction: args.val_fraction,
+        ..QuestionConfig::default()
+    };
     let quiet = args.quiet;
     config.validate()?;
+    questions_config.validate()?;
     // The engine starts while the universe is generated, and loads the facts while the articles
     // render: on 2 cores the consult (~15 us per clause) is the critical path.
     let starting = std::thread::spawn(Engine::new);
@@ -96,15 +134,22 @@ pub fn run(args: Args) -> Result<()> {
         Ok((engine, articles))
     })?;
     verify_loaded(&engine, &universe)?;
-    let files = universe_files(&universe, &facts, &articles)?;
+    let (questions, report) = stage(quiet, "questions", || {
+        question::generate(&universe, &engine, &questions_config)
+    })?;
+    let files = universe_files(&universe, &facts, &articles, Some(&questions))?;
     stage(quiet, "write", || {
         write_dir_atomic(&args.out, &files, args.force)
     })?;
     if !quiet {
+        eprint!("{}", question::balance::grid(&questions));
         eprintln!(
-            "wrote {} people, {} articles to {}",
+            "wrote {} people, {} articles, {} questions ({} skipped slots, {} rejected walks) to {}",
             universe.people.len(),
             articles.len(),
+            questions.len(),
+            report.skipped_slots,
+            report.rejections,
             args.out.display()
         );
     }

@@ -3,6 +3,7 @@
 //! that is renamed into place only when complete, so a failed run leaves no half-written output.
 
 use crate::corpus::Article;
+use crate::question::Question;
 use crate::universe::{Universe, UniverseConfig};
 use crate::{Error, Result};
 use serde::{Deserialize, Serialize};
@@ -108,6 +109,7 @@ pub fn universe_files(
     universe: &Universe,
     facts: &str,
     articles: &[Article],
+    questions: Option<&[Question]>,
 ) -> Result<Vec<(String, Vec<u8>)>> {
     let mut files = vec![
         ("facts.pl".to_owned(), facts.as_bytes().to_vec()),
@@ -120,6 +122,9 @@ pub fn universe_files(
             json_lines(person_records(universe))?,
         ),
     ];
+    if let Some(questions) = questions {
+        files.push(("questions.jsonl".to_owned(), json_lines(questions)?));
+    }
     let friendships: usize = universe
         .people
         .iter()
@@ -137,6 +142,10 @@ pub fn universe_files(
         ("trees".to_owned(), trees as u64),
         ("articles".to_owned(), articles.len() as u64),
         ("friendships".to_owned(), friendships as u64),
+        (
+            "questions".to_owned(),
+            questions.map_or(0, |q| q.len() as u64),
+        ),
         (
             "facts".to_owned(),
             facts.lines().filter(|l| l.ends_with('.')).count() as u64,

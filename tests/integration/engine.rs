@@ -31,7 +31,7 @@ fn hostile_atoms_round_trip_as_data() {
     let g = Var::new("G").unwrap();
     for name in names {
         let goal = Term::compound("gender", [Term::atom(name), Term::var(&g)]);
-        let rows = engine.query(&goal, &[g.clone()]).unwrap();
+        let rows = engine.query(&goal, std::slice::from_ref(&g)).unwrap();
         assert_eq!(rows, vec![vec![Value::Atom("female".into())]], "{name:?}");
     }
     // Reading the names back gives the exact same text.
@@ -64,13 +64,16 @@ fn errors_leave_the_engine_usable() {
     let x = Var::new("X").unwrap();
     let ok = Term::compound("gender", [Term::atom("a"), Term::var(&x)]);
     let check = |engine: &Engine| {
-        assert_eq!(engine.query(&ok, &[x.clone()]).unwrap().len(), 1);
+        assert_eq!(
+            engine.query(&ok, std::slice::from_ref(&x)).unwrap().len(),
+            1
+        );
     };
     // Unknown predicate.
     let err = engine
         .query(
             &Term::compound("no_such_relation", [Term::atom("a"), Term::var(&x)]),
-            &[x.clone()],
+            std::slice::from_ref(&x),
         )
         .unwrap_err();
     assert!(
@@ -82,7 +85,7 @@ fn errors_leave_the_engine_usable() {
     let err = engine
         .query(
             &Term::compound("atom_length", [Term::var(&x), Term::Int(3)]),
-            &[x.clone()],
+            std::slice::from_ref(&x),
         )
         .unwrap_err();
     assert!(matches!(err, EngineError::Prolog(_)));
@@ -118,7 +121,7 @@ fn limits_stop_runaway_queries() {
     let err = engine
         .query_with(
             &Term::compound("loop", [Term::var(&x)]),
-            &[x.clone()],
+            std::slice::from_ref(&x),
             limits,
         )
         .unwrap_err();
@@ -137,7 +140,7 @@ fn limits_stop_runaway_queries() {
     let rows = engine
         .query(
             &Term::compound("between", [Term::Int(1), Term::Int(3), Term::var(&x)]),
-            &[x.clone()],
+            std::slice::from_ref(&x),
         )
         .unwrap();
     assert_eq!(

@@ -2,5 +2,7 @@
 
 mod engine;
 mod grpo;
+mod questions;
 mod retrieval;
+mod retrieval_server;
 mod universe;

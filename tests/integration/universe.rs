@@ -294,7 +294,7 @@ fn every_sentence_is_entailed_and_every_fact_is_stated() {
         }
         for predicate in &predicates {
             let goal = Term::compound(*predicate, [Term::atom(name.as_str()), Term::var(&y)]);
-            for row in engine.query(&goal, &[y.clone()]).unwrap() {
+            for row in engine.query(&goal, std::slice::from_ref(&y)).unwrap() {
                 let Value::Atom(value) = &row[0] else {
                     panic!("{row:?}")
                 };
@@ -337,7 +337,7 @@ fn dataset_hashes(threads: usize) -> Vec<(String, String)> {
     pool.install(|| {
         let u = Universe::generate(&UniverseConfig::default()).unwrap();
         let articles = corpus::articles(&u);
-        universe_files(&u, &u.facts(), &articles)
+        universe_files(&u, &u.facts(), &articles, None)
             .unwrap()
             .into_iter()
             .map(|(name, bytes)| (name, sha256_hex(&bytes)))

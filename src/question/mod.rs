@@ -1,0 +1,484 @@
+//! Multi-hop questions with Prolog-verified gold answers.
+//!
+//! Templates come from PhantomWiki's grammar ([`grammar`]); walks over the universe graph propose
+//! fillings ([`sample`]); each filling is a typed [`Query`] whose gold answers are the result of
+//! running it, set-at-a-time, on the engine. Four families: `base` (PhantomWiki's grammar), `hops`,
+//! `hops+constraints` and `hops+comparisons` (PhantomEnvironments), each with a versioned id.
+
+pub mod balance;
+pub mod grammar;
+pub mod query;
+pub mod sample;
+pub mod text;
+
+pub use grammar::{AnchorKind, Ask, Template, templates};
+pub use query::{Anchor, Attr, Chain, ChainStep, Query, QueryError};
+pub use sample::AnchorStrategy;
+
+use crate::engine::Engine;
+use crate::relations::relation;
+use crate::seed;
+use crate::universe::Universe;
+use rand::Rng;
+use serde::{Deserialize, Serialize};
+use std::collections::HashSet;
+
+/// A question family.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+pub enum Family {
+    /// PhantomWiki's grammar, every template.
+    #[serde(rename = "base")]
+    Base,
+    /// Linear chains of 1 to 7 hops from a name, unique answer.
+    #[serde(rename = "hops")]
+    Hops,
+    /// Chains with 0 to 3 attribute filters anywhere along them, unique answer.
+    #[serde(rename = "hops+constraints")]
+    HopsConstraints,
+    /// Half single chains, half "Who is older, A or B?" over two chains; at most one filter.
+    #[serde(rename = "hops+comparisons")]
+    HopsComparisons,
+}
+
+impl Family {
+    /// All families.
+    pub const ALL: [Family; 4] = [
+        Family::Base,
+        Family::Hops,
+        Family::HopsConstraints,
+        Family::HopsComparisons,
+    ];
+
+    /// The family's name (`hops+constraints`).
+    pub fn name(self) -> &'static str {
+        match self {
+            Family::Base => "base",
+            Family::Hops => "hops",
+            Family::HopsConstraints => "hops+constraints",
+            Family::HopsComparisons => "hops+comparisons",
+        }
+    }
+
+    /// Versioned id, bumped whenever the family's output for a fixed seed changes.
+    pub fn version_id(self) -> &'static str {
+        match self {
+            Family::Base => "phantomwiki-base-v1",
+            Family::Hops => "family-hops-v1",
+            Family::HopsConstraints => "family-hops-constraints-v1",
+            Family::HopsComparisons => "family-hops-comparisons-v1",
+        }
+    }
+}
+
+impl std::str::FromStr for Family {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        Family::ALL
+            .into_iter()
+            .find(|f| f.name() == s)
+            .ok_or_else(|| {
+                format!("unknown family {s:?} (base, hops, hops+constraints, hops+comparisons)")
+            })
+    }
+}
+
+/// Knobs of question generation.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct QuestionConfig {
+    /// Seed of the question streams (independent of the universe's).
+    pub seed: u64,
+    /// The families to generate.
+    pub families: Vec<Family>,
+    /// Grammar depth for `base` (16 gives PhantomWiki's 38 templates).
+    pub depth: usize,
+    /// Questions per template (`base`) or per cell (the other families).
+    pub per_template: usize,
+    /// Use only the 12 easy relations.
+    pub easy_mode: bool,
+    /// Drop "How many" questions from `base` (they are easy to reward-hack).
+    pub exclude_aggregation: bool,
+    /// Longest chain of the `hops*` families.
+    pub max_hops: usize,
+    /// Anchor slot strategy of the bidirectional walk.
+    pub anchor: AnchorStrategy,
+    /// Walk attempts per question slot before the slot is reported skipped.
+    pub max_attempts: usize,
+    /// Cell-balance the `hops*` families (paper's downsampling and soft cap).
+    pub balance: bool,
+    /// Fraction of each cell held out as the validation split.
+    pub val_fraction: f64,
+}
+
+impl Default for QuestionConfig {
+    fn default() -> Self {
+        QuestionConfig {
+            seed: 1,
+            families: vec![Family::Base],
+            depth: 16,
+            per_template: 10,
+            easy_mode: true,
+            exclude_aggregation: false,
+            max_hops: 7,
+            anchor: AnchorStrategy::Balanced,
+            max_attempts: 100,
+            balance: false,
+            val_fraction: 0.1,
+        }
+    }
+}
+
+impl QuestionConfig {
+    /// Checks every knob.
+    pub fn validate(&self) -> crate::Result<()> {
+        let fail = |m: String| Err(crate::Error::Config(m));
+        if !(4..=30).contains(&self.depth) {
+            return fail(format!("depth must be in 4..=30, got {}", self.depth));
+        }
+        if self.per_template > 100_000 {
+            return fail(format!(
+                "per_template must be at most 100000, got {}",
+                self.per_template
+            ));
+        }
+        if !(1..=12).contains(&self.max_hops) {
+            return fail(format!("max_hops must be in 1..=12, got {}", self.max_hops));
+        }
+        if self.max_attempts == 0 {
+            return fail("max_attempts must be at least 1".into());
+        }
+        if !(0.0..1.0).contains(&self.val_fraction) {
+            return fail(format!(
+                "val_fraction must be in [0, 1), got {}",
+                self.val_fraction
+            ));
+        }
+        if self.families.is_empty() {
+            return fail("at least one family is needed".into());
+        }
+        Ok(())
+    }
+}
+
+/// One question, as written to `questions.jsonl`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Question {
+    /// Deterministic id: family, cell or template, and index.
+    pub id: String,
+    /// The question text.
+    pub question: String,
+    /// Gold answers from the engine: sorted, distinct.
+    pub answers: Vec<String>,
+    /// PhantomWiki-style query atoms, outermost first.
+    pub query: Vec<String>,
+    /// The answer variable of `query`.
+    pub answer_variable: String,
+    /// Template tokens (`base`) or empty.
+    pub template: Vec<String>,
+    /// Template index (PhantomWiki's `type`), for `base`.
+    pub template_index: Option<usize>,
+    /// Family name.
+    pub family: Family,
+    /// Family version id.
+    pub family_version: String,
+    /// Relation hops (the longer chain for comparisons).
+    pub hops: usize,
+    /// Attribute filters along the chains (the anchor's attribute not counted).
+    pub constraints: usize,
+    /// `who`, `what`, `how-many` or `comparison`.
+    pub kind: String,
+    /// PhantomWiki's difficulty: relation weights + 1 per attribute atom + 1 per aggregation.
+    pub difficulty: u32,
+    /// Slot the walk started from (bidirectional sampling), if any.
+    pub anchor_position: Option<usize>,
+    /// Rejected walks before this question was accepted.
+    pub rejections: u32,
+    /// `train` or `val`.
+    pub split: String,
+    /// A "How many" question.
+    pub is_aggregation: bool,
+    /// The typed query, for environments and oracles.
+    pub plan: Query,
+}
+
+/// Counts of what generation did.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct GenerationReport {
+    /// Questions accepted.
+    pub accepted: usize,
+    /// Slots given up after `max_attempts` walks.
+    pub skipped_slots: usize,
+    /// Walks rejected (dead end, duplicate, or not a unique answer where one is required).
+    pub rejections: usize,
+    /// Questions dropped by cell balancing.
+    pub balanced_away: usize,
+}
+
+/// PhantomWiki's difficulty of a query.
+pub fn difficulty(query: &Query) -> u32 {
+    let mut d = 0u32;
+    for chain in query.chains() {
+        d += chain
+            .hops()
+            .map(|r| relation(r).map_or(1, |r| r.weight as u32))
+            .sum::<u32>();
+        d += chain.filters() as u32;
+        d += u32::from(matches!(chain.anchor, Anchor::Attribute { .. }));
+    }
+    d + match query {
+        Query::What(..) => 1,
+        Query::HowMany(_, r) => 1 + relation(r).map_or(1, |r| r.weight as u32),
+        Query::Who(_) | Query::Older(..) => 0,
+    }
+}
+
+/// A proposal before verification: the query, its template and sampling facts.
+struct Proposal {
+    query: Query,
+    template: Option<&'static Template>,
+    anchor_position: Option<usize>,
+    cell: String,
+}
+
+/// Generates every configured family's questions. Deterministic in (universe, config): each slot
+/// draws from its own ChaCha stream keyed by (seed, family/cell, index).
+pub fn generate(
+    universe: &Universe,
+    engine: &Engine,
+    config: &QuestionConfig,
+) -> crate::Result<(Vec<Question>, GenerationReport)> {
+    config.validate()?;
+    let mut report = GenerationReport::default();
+    let mut all = Vec::new();
+    for &family in &config.families {
+        let mut questions = Vec::new();
+        let mut seen = HashSet::new();
+        for (cell, slots) in cells(family, config) {
+            for index in 0..config.per_template as u64 {
+                let label = format!("{}/{cell}", family.name());
+                let mut rng = seed::stream(config.seed, &label, index);
+                let mut rejections = 0u32;
+                let mut accepted = None;
+                for _ in 0..config.max_attempts {
+                    let Some(p) = propose(universe, config, family, &slots, index, &mut rng) else {
+                        rejections += 1;
+                        continue;
+                    };
+                    let text = text::question_text(&p.query);
+                    if seen.contains(&text) {
+                        rejections += 1;
+                        continue;
+                    }
+                    let answers = p.query.evaluate(engine)?;
+                    let unique_required = family != Family::Base;
+                    if answers.is_empty() || (unique_required && answers.len() != 1) {
+                        rejections += 1;
+                        continue;
+                    }
+                    seen.insert(text.clone());
+                    accepted = Some((p, text, answers));
+                    break;
+                }
+                report.rejections += rejections as usize;
+                let Some((p, text, answers)) = accepted else {
+                    report.skipped_slots += 1;
+                    continue;
+                };
+                questions.push(record(family, &p, text, answers, index, rejections));
+            }
+        }
+        let before = questions.len();
+        let mut questions = balance::balance_and_split(family, questions, config);
+        report.balanced_away += before - questions.len();
+        all.append(&mut questions);
+    }
+    report.accepted = all.len();
+    Ok((all, report))
+}
+
+/// The generation cells of a family: (label, shape) where shape is the template for `base`
+/// and (hops, filters or comparison flag) otherwise.
+enum Slots {
+    Template(&'static Template),
+    Chain {
+        hops: usize,
+        filters: usize,
+        comparison: bool,
+    },
+}
+
+fn cells(family: Family, config: &QuestionConfig) -> Vec<(String, Slots)> {
+    let hop_range = 1..=config.max_hops;
+    match family {
+        Family::Base => cached_templates(config.depth)
+            .iter()
+            .filter(|t| !(config.exclude_aggregation && t.ask == Ask::HowMany))
+            .map(|t| (format!("t{:02}", t.index), Slots::Template(t)))
+            .collect(),
+        Family::Hops => hop_range
+            .map(|h| {
+                (
+                    format!("h{h}"),
+                    Slots::Chain {
+                        hops: h,
+                        filters: 0,
+                        comparison: false,
+                    },
+                )
+            })
+            .collect(),
+        Family::HopsConstraints => hop_range
+            .flat_map(|h| {
+                (0..=3usize.min(h)).map(move |c| {
+                    (
+                        format!("h{h}c{c}"),
+                        Slots::Chain {
+                            hops: h,
+                            filters: c,
+                            comparison: false,
+                        },
+                    )
+                })
+            })
+            .collect(),
+        Family::HopsComparisons => hop_range
+            .flat_map(|h| {
+                [false, true].map(|comparison| {
+                    let kind = if comparison { "comparison" } else { "base" };
+                    (
+                        format!("h{h}{kind}"),
+                        Slots::Chain {
+                            hops: h,
+                            filters: 0,
+                            comparison,
+                        },
+                    )
+                })
+            })
+            .collect(),
+    }
+}
+
+/// Templates by depth, computed once per depth.
+fn cached_templates(depth: usize) -> &'static [Template] {
+    use std::collections::HashMap;
+    use std::sync::{Mutex, OnceLock};
+    static CACHE: OnceLock<Mutex<HashMap<usize, &'static [Template]>>> = OnceLock::new();
+    let mut cache = CACHE
+        .get_or_init(Default::default)
+        .lock()
+        .expect("not poisoned");
+    cache
+        .entry(depth)
+        .or_insert_with(|| Box::leak(templates(depth).into_boxed_slice()))
+}
+
+fn propose(
+    u: &Universe,
+    config: &QuestionConfig,
+    family: Family,
+    slots: &Slots,
+    index: u64,
+    rng: &mut impl Rng,
+) -> Option<Proposal> {
+    match *slots {
+        Slots::Template(t) => {
+            let by_attribute = t.anchor == AnchorKind::Attribute;
+            let (chain, _) =
+                sample::backward_walk(u, config.easy_mode, t.hops, by_attribute, 1, rng)?;
+            let query = match t.ask {
+                Ask::Who => Query::Who(chain),
+                Ask::What => {
+                    let attribute = Attr::ALL[rng.random_range(0..Attr::ALL.len())];
+                    Query::What(chain, attribute)
+                }
+                Ask::HowMany => {
+                    let mode: Vec<_> = crate::relations::relations(config.easy_mode).collect();
+                    let r = mode[rng.random_range(0..mode.len())];
+                    Query::HowMany(chain, r.name.to_owned())
+                }
+            };
+            Some(Proposal {
+                query,
+                template: Some(t),
+                anchor_position: None,
+                cell: format!("t{:02}", t.index),
+            })
+        }
+        Slots::Chain {
+            hops,
+            filters,
+            comparison,
+        } => {
+            let walk = |rng: &mut _, hops: usize, filters: usize| {
+                let slot = config.anchor.slot(hops, index, rng);
+                sample::bidirectional_walk(u, config.easy_mode, hops, filters, slot, rng)
+            };
+            let (query, anchor_position) = if comparison {
+                // Two chains; the second is at most as long; at most one filter overall.
+                let filter_first = family == Family::HopsComparisons && rng.random_bool(0.25);
+                let a = walk(rng, hops, usize::from(filter_first))?;
+                let other_hops = rng.random_range(1..=hops);
+                let b = walk(rng, other_hops, 0)?;
+                (Query::Older(a.chain, b.chain), Some(a.anchor_slot))
+            } else {
+                let filters = if family == Family::HopsComparisons {
+                    usize::from(rng.random_bool(0.25))
+                } else {
+                    filters
+                };
+                let a = walk(rng, hops, filters.min(hops))?;
+                (Query::Who(a.chain), Some(a.anchor_slot))
+            };
+            let kind = if comparison { "comparison" } else { "base" };
+            Some(Proposal {
+                query,
+                template: None,
+                anchor_position,
+                cell: match family {
+                    Family::HopsConstraints => format!("h{hops}c{filters}"),
+                    Family::HopsComparisons => format!("h{hops}{kind}"),
+                    _ => format!("h{hops}"),
+                },
+            })
+        }
+    }
+}
+
+fn record(
+    family: Family,
+    p: &Proposal,
+    question: String,
+    answers: Vec<String>,
+    index: u64,
+    rejections: u32,
+) -> Question {
+    let (query, answer_variable) = p.query.atoms();
+    let chains = p.query.chains();
+    let kind = match &p.query {
+        Query::Who(_) => "who",
+        Query::What(..) => "what",
+        Query::HowMany(..) => "how-many",
+        Query::Older(..) => "comparison",
+    };
+    Question {
+        id: format!("{}-{}-{index:05}", family.name(), p.cell),
+        question,
+        answers,
+        query,
+        answer_variable,
+        template: p.template.map(|t| t.tokens.clone()).unwrap_or_default(),
+        template_index: p.template.map(|t| t.index),
+        family,
+        family_version: family.version_id().to_owned(),
+        hops: chains.iter().map(|c| c.hops().count()).max().unwrap_or(0),
+        constraints: chains.iter().map(|c| c.filters()).sum(),
+        kind: kind.to_owned(),
+        difficulty: difficulty(&p.query),
+        anchor_position: p.anchor_position,
+        rejections,
+        split: "train".to_owned(),
+        is_aggregation: matches!(p.query, Query::HowMany(..)),
+        plan: p.query.clone(),
+    }
+}

@@ -1,0 +1,58 @@
+//! Question text in PhantomWiki's surface forms ("the mother of the person whose occupation is
+//! doctor"), with PhantomEnvironments' constraint clauses ("the friend, whose hobby is reading,
+//! of ...").
+
+use super::query::{Anchor, Chain, ChainStep, Query};
+use crate::relations::relation;
+
+/// "the person whose occupation is doctor" / "Ann Lee", then each hop wrapped around it.
+pub fn chain_phrase(chain: &Chain) -> String {
+    let mut phrase = match &chain.anchor {
+        Anchor::Name(name) => name.clone(),
+        Anchor::Attribute { attribute, value } => {
+            format!("the person whose {} is {value}", attribute.noun())
+        }
+    };
+    let mut steps = chain.steps.iter().peekable();
+    // Filters right after an attribute anchor narrow "the person whose ..." itself.
+    while let Some(ChainStep::Filter { attribute, value }) = steps.peek() {
+        phrase = format!("{phrase} and whose {} is {value}", attribute.noun());
+        steps.next();
+    }
+    while let Some(step) = steps.next() {
+        let ChainStep::Hop(r) = step else {
+            unreachable!("filters are consumed after their hop")
+        };
+        let noun = relation(r).map_or(r.as_str(), |r| r.singular);
+        let mut clauses = Vec::new();
+        while let Some(ChainStep::Filter { attribute, value }) = steps.peek() {
+            clauses.push(format!("whose {} is {value}", attribute.noun()));
+            steps.next();
+        }
+        phrase = if clauses.is_empty() {
+            format!("the {noun} of {phrase}")
+        } else {
+            format!("the {noun}, {}, of {phrase}", clauses.join(" and "))
+        };
+    }
+    phrase
+}
+
+/// The question text.
+pub fn question_text(query: &Query) -> String {
+    match query {
+        Query::Who(chain) => format!("Who is {}?", chain_phrase(chain)),
+        Query::What(chain, attribute) => {
+            format!(
+                "What is the {} of {}?",
+                attribute.noun(),
+                chain_phrase(chain)
+            )
+        }
+        Query::HowMany(chain, r) => {
+            let plural = relation(r).map_or(r.as_str(), |r| r.plural);
+            format!("How many {plural} does {} have?", chain_phrase(chain))
+        }
+        Query::Older(a, b) => format!("Who is older, {}, or {}?", chain_phrase(a), chain_phrase(b)),
+    }
+}

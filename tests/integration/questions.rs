@@ -1,0 +1,200 @@
+//! Questions: gold answers from the engine equal the native oracle; families keep their promises.
+
+use proptest::prelude::*;
+use rulegym::engine::Engine;
+use rulegym::question::sample::backward_walk;
+use rulegym::question::{self, Family, Query, QuestionConfig, templates};
+use rulegym::seed;
+use rulegym::universe::{Universe, UniverseConfig};
+use std::sync::OnceLock;
+
+struct World {
+    universe: Universe,
+    engine: Engine,
+}
+
+fn world(easy: bool) -> &'static World {
+    static EASY: OnceLock<World> = OnceLock::new();
+    static HARD: OnceLock<World> = OnceLock::new();
+    let cell = if easy { &EASY } else { &HARD };
+    cell.get_or_init(|| {
+        let config = UniverseConfig {
+            num_family_trees: 60,
+            seed: 11,
+            easy_mode: easy,
+            ..Default::default()
+        };
+        let universe = Universe::generate(&config).unwrap();
+        let engine = Engine::with_facts(&universe.facts()).unwrap();
+        World { universe, engine }
+    })
+}
+
+#[test]
+fn template_counts() {
+    assert_eq!(templates(16).len(), 38);
+    assert_eq!(templates(20).len(), 50);
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 1500, ..ProptestConfig::default() })]
+    /// Differential test: thousands of sampled queries, easy and hard mode, engine == oracle.
+    #[test]
+    fn engine_answers_equal_the_native_oracle(
+        index in 0u64..1_000_000, hops in 0usize..6, by_attribute in any::<bool>(), easy in any::<bool>(),
+        ask in 0usize..3,
+    ) {
+        let w = world(easy);
+        let mut rng = seed::stream(5, "differential", index);
+        let by_attribute = by_attribute || hops == 0;
+        if let Some((chain, _)) = backward_walk(&w.universe, easy, hops, by_attribute, 100, &mut rng) {
+            let query = match ask {
+                0 => Query::Who(chain),
+                1 => Query::What(chain, question::Attr::ALL[(index % 3) as usize]),
+                _ => Query::HowMany(chain, rulegym::relations::relations(easy).nth((index % 12) as usize).unwrap().name.to_owned()),
+            };
+            let gold = query.evaluate(&w.engine).unwrap();
+            let oracle = query.evaluate_native(&w.universe).unwrap();
+            prop_assert!(!gold.is_empty(), "a sampled walk always has an answer: {query:?}");
+            prop_assert_eq!(gold, oracle, "{:?}", query);
+        }
+    }
+}
+
+fn generate(families: Vec<Family>, per: usize, easy: bool) -> Vec<question::Question> {
+    let w = world(easy);
+    let config = QuestionConfig {
+        families,
+        per_template: per,
+        easy_mode: easy,
+        max_hops: 5,
+        ..Default::default()
+    };
+    question::generate(&w.universe, &w.engine, &config)
+        .unwrap()
+        .0
+}
+
+#[test]
+fn families_keep_their_promises() {
+    let qs = generate(Family::ALL.to_vec(), 3, true);
+    let w = world(true);
+    let mut texts = std::collections::HashSet::new();
+    for q in &qs {
+        assert!(
+            texts.insert(q.question.clone()),
+            "duplicate question {}",
+            q.question
+        );
+        assert!(!q.answers.is_empty());
+        assert_eq!(
+            q.answers,
+            q.plan.evaluate_native(&w.universe).unwrap(),
+            "{}",
+            q.question
+        );
+        if q.family != Family::Base {
+            assert_eq!(q.answers.len(), 1, "unique answer: {}", q.question);
+        }
+        // Every constraint in the text is in the query and vice versa.
+        let in_text = q.question.matches("whose ").count();
+        let anchors = q
+            .plan
+            .chains()
+            .iter()
+            .filter(|c| matches!(c.anchor, question::Anchor::Attribute { .. }))
+            .count();
+        assert_eq!(in_text, q.constraints + anchors, "{}", q.question);
+        let filter_atoms = q
+            .query
+            .iter()
+            .filter(|a| a.starts_with("job(") || a.starts_with("hobby(") || a.starts_with("dob("))
+            .count();
+        let what = usize::from(matches!(q.plan, Query::What(..)));
+        assert_eq!(
+            filter_atoms,
+            q.constraints + anchors + what,
+            "{:?}",
+            q.query
+        );
+        // The anchor's name appears in the corpus (every named person has an article).
+        for chain in q.plan.chains() {
+            if let question::Anchor::Name(name) = &chain.anchor {
+                assert!(q.question.contains(name.as_str()));
+                assert!(w.universe.people.iter().any(|p| &p.name == name));
+            }
+        }
+    }
+    for family in Family::ALL {
+        assert!(
+            qs.iter().any(|q| q.family == family),
+            "{family:?} produced nothing"
+        );
+    }
+    assert!(qs.iter().any(|q| q.kind == "comparison"));
+    assert!(qs.iter().any(|q| q.constraints >= 2));
+}
+
+#[test]
+fn generation_is_deterministic_and_thread_independent() {
+    let run = |threads| {
+        let pool = rayon::ThreadPoolBuilder::new()
+            .num_threads(threads)
+            .build()
+            .unwrap();
+        pool.install(|| {
+            serde_json::to_string(&generate(
+                vec![Family::Base, Family::HopsConstraints],
+                2,
+                true,
+            ))
+            .unwrap()
+        })
+    };
+    let one = run(1);
+    assert_eq!(one, run(2));
+    assert_eq!(rulegym::dataset::sha256_hex(one.as_bytes()).len(), 64);
+}
+
+#[test]
+fn hard_mode_questions_verify() {
+    let qs = generate(vec![Family::Base, Family::Hops], 2, false);
+    let w = world(false);
+    assert!(
+        qs.iter()
+            .any(|q| q.query.iter().any(|a| a.starts_with("cousin(")
+                || a.starts_with("grand")
+                || a.starts_with("aunt(")
+                || a.starts_with("uncle(")
+                || a.starts_with("niece(")
+                || a.starts_with("nephew(")
+                || a.contains("in_law("))),
+        "hard mode uses derived relations"
+    );
+    for q in &qs {
+        assert_eq!(
+            q.answers,
+            q.plan.evaluate_native(&w.universe).unwrap(),
+            "{}",
+            q.question
+        );
+    }
+}
+
+#[test]
+fn scoring_gold_is_one_and_wrong_is_zero() {
+    // Conformance with a simple set F1 (the full reward lives in the search environment).
+    let f1 = |pred: &[String], gold: &[String]| {
+        let hit = pred.iter().filter(|p| gold.contains(p)).count() as f64;
+        if hit == 0.0 {
+            0.0
+        } else {
+            let (p, r) = (hit / pred.len() as f64, hit / gold.len() as f64);
+            2.0 * p * r / (p + r)
+        }
+    };
+    for q in generate(vec![Family::Base], 1, true) {
+        assert_eq!(f1(&q.answers, &q.answers), 1.0);
+        assert_eq!(f1(&["Nobody Atall".to_owned()], &q.answers), 0.0);
+    }
+}
