@@ -281,10 +281,13 @@ impl Query {
         let rows = engine.query(&goal, std::slice::from_ref(&answer))?;
         let mut answers: Answers = Vec::new();
         for row in rows {
-            let Value::List(items) = &row[0] else {
-                return Err(QueryError::Decode(format!("{row:?}")).into());
+            let items = match &row[0] {
+                Value::List(items) => items.clone(),
+                // scryer reads a list of one-character atoms back as a string.
+                Value::Str(chars) => chars.chars().map(|c| Value::Atom(c.into())).collect(),
+                other => return Err(QueryError::Decode(format!("{other:?}")).into()),
             };
-            for item in items {
+            for item in &items {
                 answers.push(match item {
                     Value::Atom(a) | Value::Str(a) => a.clone(),
                     Value::Int(n) => n.to_string(),
