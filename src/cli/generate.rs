@@ -114,28 +114,47 @@ pub fn run(args: Args) -> Result<()> {
     let quiet = args.quiet;
     config.validate()?;
     questions_config.validate()?;
-    // The engine starts while the universe is generated, and loads the facts while the articles
-    // render: on 2 cores the consult (~15 us per clause) is the critical path.
-    let starting = std::thread::spawn(Engine::new);
+    // Engines start while the universe is generated and load the facts while the articles
+    // render and the questions are sampled; on 2 cores the consult (~15 us per clause) is the
+    // critical path. A second engine pays for itself only when there is much to verify.
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let engine_count = if args.per_template >= 30 {
+        cores.clamp(1, 2)
+    } else {
+        1
+    };
+    let starting: Vec<_> = (0..engine_count)
+        .map(|_| std::thread::spawn(Engine::new))
+        .collect();
     let universe = stage(quiet, "universe", || Universe::generate(&config))?;
     let facts = universe.facts();
-    let (engine, articles) = stage(quiet, "engine load + articles", || {
-        let engine = starting
-            .join()
-            .map_err(|_| Error::Config("engine thread panicked".into()))??;
-        let articles = std::thread::scope(|scope| {
-            let loading = scope.spawn(|| engine.consult("facts", &facts));
+    let (engines, articles, proposals) = stage(quiet, "engine load + articles + sampling", || {
+        let engines = starting
+            .into_iter()
+            .map(|s| {
+                s.join()
+                    .map_err(|_| Error::Config("engine thread panicked".into()))?
+                    .map_err(Error::from)
+            })
+            .collect::<Result<Vec<Engine>, Error>>()?;
+        std::thread::scope(|scope| {
+            let loading: Vec<_> = engines
+                .iter()
+                .map(|engine| scope.spawn(|| engine.consult("facts", &facts)))
+                .collect();
             let articles = corpus::articles(&universe);
-            loading
-                .join()
-                .map_err(|_| Error::Config("engine thread panicked".into()))??;
-            Ok::<_, Error>(articles)
-        })?;
-        Ok((engine, articles))
+            let proposals = question::propose_all(&universe, &questions_config)?;
+            for l in loading {
+                l.join()
+                    .map_err(|_| Error::Config("engine thread panicked".into()))??;
+            }
+            Ok::<_, Error>((articles, proposals))
+        })
+        .map(|(articles, proposals)| (engines, articles, proposals))
     })?;
-    verify_loaded(&engine, &universe)?;
-    let (questions, report) = stage(quiet, "questions", || {
-        question::generate(&universe, &engine, &questions_config)
+    verify_loaded(&engines[0], &universe)?;
+    let (questions, report) = stage(quiet, "questions verified by the engine", || {
+        question::verify(&engines, proposals)
     })?;
     let files = universe_files(&universe, &facts, &articles, Some(&questions))?;
     stage(quiet, "write", || {

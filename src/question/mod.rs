@@ -240,13 +240,36 @@ struct Proposal {
     cell: String,
 }
 
-/// Generates every configured family's questions. Deterministic in (universe, config): each slot
-/// draws from its own ChaCha stream keyed by (seed, family/cell, index).
+/// Generates every configured family's questions with one engine; see [`generate_with`].
 pub fn generate(
     universe: &Universe,
     engine: &Engine,
     config: &QuestionConfig,
 ) -> crate::Result<(Vec<Question>, GenerationReport)> {
+    verify(std::slice::from_ref(engine), propose_all(universe, config)?)
+}
+
+/// Generates questions with several engines holding the same universe (one per core).
+pub fn generate_with(
+    universe: &Universe,
+    engines: &[Engine],
+    config: &QuestionConfig,
+) -> crate::Result<(Vec<Question>, GenerationReport)> {
+    verify(engines, propose_all(universe, config)?)
+}
+
+/// Sampled, not yet verified questions: the first phase of generation, which needs only the
+/// universe (so it can run while engines load the facts).
+pub struct Proposals {
+    questions: Vec<Question>,
+    report: GenerationReport,
+}
+
+/// Phase 1: walk, render and pre-check every slot. Deterministic in (universe, config): each
+/// slot draws from its own ChaCha stream keyed by (seed, family/cell, index). The native
+/// evaluator screens proposals (non-empty, unique where the family requires it); it never
+/// provides an answer: phase 2 ([`verify`]) takes every gold answer from the engine.
+pub fn propose_all(universe: &Universe, config: &QuestionConfig) -> crate::Result<Proposals> {
     config.validate()?;
     let mut report = GenerationReport::default();
     let mut all = Vec::new();
@@ -254,8 +277,8 @@ pub fn generate(
         let mut questions = Vec::new();
         let mut seen = HashSet::new();
         for (cell, slots) in cells(family, config) {
+            let label = format!("{}/{cell}", family.name());
             for index in 0..config.per_template as u64 {
-                let label = format!("{}/{cell}", family.name());
                 let mut rng = seed::stream(config.seed, &label, index);
                 let mut rejections = 0u32;
                 let mut accepted = None;
@@ -269,22 +292,22 @@ pub fn generate(
                         rejections += 1;
                         continue;
                     }
-                    let answers = p.query.evaluate(engine)?;
+                    let screened = p.query.evaluate_native(universe)?;
                     let unique_required = family != Family::Base;
-                    if answers.is_empty() || (unique_required && answers.len() != 1) {
+                    if screened.is_empty() || (unique_required && screened.len() != 1) {
                         rejections += 1;
                         continue;
                     }
                     seen.insert(text.clone());
-                    accepted = Some((p, text, answers));
+                    accepted = Some((p, text, screened));
                     break;
                 }
                 report.rejections += rejections as usize;
-                let Some((p, text, answers)) = accepted else {
+                let Some((p, text, screened)) = accepted else {
                     report.skipped_slots += 1;
                     continue;
                 };
-                questions.push(record(family, &p, text, answers, index, rejections));
+                questions.push(record(family, &p, text, screened, index, rejections));
             }
         }
         let before = questions.len();
@@ -292,8 +315,57 @@ pub fn generate(
         report.balanced_away += before - questions.len();
         all.append(&mut questions);
     }
-    report.accepted = all.len();
-    Ok((all, report))
+    Ok(Proposals {
+        questions: all,
+        report,
+    })
+}
+
+/// Phase 2: runs every proposal's query on the engines (split evenly, in parallel) and takes the
+/// engine's answers as gold. A disagreement with the native screen is a bug in the rule base or
+/// the evaluator, and fails generation loudly rather than writing a doubtful answer.
+pub fn verify(
+    engines: &[Engine],
+    proposals: Proposals,
+) -> crate::Result<(Vec<Question>, GenerationReport)> {
+    let Proposals {
+        mut questions,
+        mut report,
+    } = proposals;
+    if engines.is_empty() {
+        return Err(crate::Error::Config(
+            "verification needs at least one engine".into(),
+        ));
+    }
+    let chunk = questions.len().div_ceil(engines.len()).max(1);
+    std::thread::scope(|scope| {
+        let workers: Vec<_> = questions
+            .chunks_mut(chunk)
+            .zip(engines)
+            .map(|(part, engine)| {
+                scope.spawn(move || -> crate::Result<()> {
+                    for q in part {
+                        let gold = q.plan.evaluate(engine)?;
+                        if gold != q.answers {
+                            return Err(QueryError::OracleMismatch {
+                                question: q.question.clone(),
+                                engine: gold,
+                                native: q.answers.clone(),
+                            }
+                            .into());
+                        }
+                        q.answers = gold;
+                    }
+                    Ok(())
+                })
+            })
+            .collect();
+        workers
+            .into_iter()
+            .try_for_each(|w| w.join().expect("verification thread panicked"))
+    })?;
+    report.accepted = questions.len();
+    Ok((questions, report))
 }
 
 /// The generation cells of a family: (label, shape) where shape is the template for `base`

@@ -118,6 +118,18 @@ pub enum QueryError {
     /// The anchor names nobody.
     #[error("unknown person {0:?}")]
     UnknownPerson(String),
+    /// The engine and the native evaluator disagree (a bug: generation stops).
+    #[error(
+        "engine and native evaluator disagree on {question:?}: engine {engine:?}, native {native:?}"
+    )]
+    OracleMismatch {
+        /// The question text.
+        question: String,
+        /// The engine's answers.
+        engine: Vec<String>,
+        /// The native evaluator's answers.
+        native: Vec<String>,
+    },
     /// The engine returned something other than the expected list.
     #[error("unexpected engine answer: {0}")]
     Decode(String),
