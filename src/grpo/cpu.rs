@@ -252,7 +252,7 @@ fn loss_inner(
 }
 
 /// The first unmasked token with a non-finite log-probability, as an error.
-fn first_non_finite(batch: &TokenBatch<'_>) -> Option<GrpoError> {
+pub(crate) fn first_non_finite(batch: &TokenBatch<'_>) -> Option<GrpoError> {
     let i = (0..batch.tokens()).find(|&i| {
         batch.mask[i] != 0 && !(batch.logp_old[i].is_finite() && batch.logp_new[i].is_finite())
     })?;

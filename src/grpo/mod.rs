@@ -56,6 +56,8 @@
 //! ```
 
 pub mod cpu;
+#[cfg(feature = "gpu")]
+pub mod gpu;
 
 pub use cpu::{group_advantages, policy_loss};
 

@@ -662,3 +662,292 @@ fn results_do_not_depend_on_thread_count() {
         assert!(one.stats.clip_frac_high > 0.0 && one.stats.clip_frac_low > 0.0);
     }
 }
+
+/// GPU (WGSL through wgpu) against the CPU reference on random ragged batches.
+#[cfg(feature = "gpu")]
+mod gpu {
+    use super::*;
+    use rand::Rng;
+    use rulegym::gpu::{GpuContext, GpuError};
+    use rulegym::grpo::gpu::GpuGrpo;
+
+    /// The GPU context, or `None` after a loud message when the machine has no adapter.
+    fn context() -> Option<GpuContext> {
+        match GpuContext::new() {
+            Ok(ctx) => {
+                eprintln!("GPU adapter: {}", ctx.describe());
+                Some(ctx)
+            }
+            Err(e @ GpuError::NoAdapter(_)) => {
+                eprintln!("SKIPPED: GPU-vs-CPU GRPO test: {e}");
+                None
+            }
+            Err(e) => panic!("GPU setup failed: {e}"),
+        }
+    }
+
+    fn random_batch(seed: u64, seqs: usize, max_len: usize) -> Batch {
+        let mut rng = rulegym::seed::stream(seed, "grpo-gpu", 0);
+        let mut offsets = vec![0usize];
+        for _ in 0..seqs {
+            // some empty and some fully masked sequences, lengths across tile boundaries
+            let len = if rng.random_bool(0.05) {
+                0
+            } else {
+                rng.random_range(1..=max_len)
+            };
+            offsets.push(offsets.last().unwrap() + len);
+        }
+        let n = *offsets.last().unwrap();
+        let old: Vec<f32> = (0..n).map(|_| rng.random_range(-8.0f32..0.0)).collect();
+        // ratios from e^-1.3 to e^1.3: every clip region, the dual clip (c = 3) included
+        let new: Vec<f32> = old
+            .iter()
+            .map(|o| o + rng.random_range(-1.3f32..1.3))
+            .collect();
+        let mut mask: Vec<u8> = (0..n).map(|_| rng.random_bool(0.8) as u8).collect();
+        let dead = rng.random_range(0..seqs);
+        mask[offsets[dead]..offsets[dead + 1]].fill(0);
+        let rewards = (0..seqs)
+            .map(|_| {
+                if rng.random_bool(0.3) {
+                    1.0
+                } else {
+                    rng.random_range(0.0f32..1.0)
+                }
+            })
+            .collect();
+        Batch {
+            rewards,
+            group: 8,
+            old,
+            new,
+            mask,
+            offsets,
+        }
+    }
+
+    fn rel(a: f64, b: f64, floor: f64) -> f64 {
+        (a - b).abs() / b.abs().max(floor)
+    }
+
+    /// Asserts agreement; returns the dual-clip fraction (to check that region was exercised).
+    fn compare(gpu: &GpuGrpo<'_>, b: &Batch, cfg: &GrpoConfig) -> f64 {
+        let batch = TokenBatch::ragged(&b.old, &b.new, &b.mask, &b.offsets).unwrap();
+        let cpu = grpo_step(&b.rewards, b.group, &batch, cfg).unwrap();
+        let dev = gpu.step(&b.rewards, b.group, &batch, cfg).unwrap();
+        let tol = 1e-5;
+        for (g, c) in dev.advantages.iter().zip(&cpu.advantages) {
+            assert!(
+                rel(*g as f64, *c as f64, 1.0) <= tol,
+                "advantage {g} vs {c}"
+            );
+        }
+        let (s, t) = (dev.stats, cpu.stats);
+        assert_eq!((s.tokens, s.sequences), (t.tokens, t.sequences));
+        // Relative error 1e-5, measured against max(|cpu|, 0.01) so that sums which cancel to
+        // nearly 0 are held to 1e-7 absolute.
+        assert!(
+            rel(s.loss, t.loss, 1e-2) <= tol,
+            "loss {} vs {}",
+            s.loss,
+            t.loss
+        );
+        assert!(
+            rel(s.mean_ratio, t.mean_ratio, 1e-2) <= tol,
+            "ratio {} vs {}",
+            s.mean_ratio,
+            t.mean_ratio
+        );
+        assert!(
+            rel(s.approx_kl_k1, t.approx_kl_k1, 1e-2) <= tol,
+            "k1 {} vs {}",
+            s.approx_kl_k1,
+            t.approx_kl_k1
+        );
+        assert!(
+            rel(s.approx_kl_k3, t.approx_kl_k3, 1e-2) <= tol,
+            "k3 {} vs {}",
+            s.approx_kl_k3,
+            t.approx_kl_k3
+        );
+        for (x, y) in [
+            (s.clip_frac_low, t.clip_frac_low),
+            (s.clip_frac_high, t.clip_frac_high),
+            (s.dual_clip_frac, t.dual_clip_frac),
+        ] {
+            // counts may differ only by tokens whose ratio sits on a clip boundary
+            assert!(
+                (x - y).abs() * t.tokens as f64 <= 2.0,
+                "clip fraction {x} vs {y}"
+            );
+        }
+        let scale = cpu.grad.iter().map(|g| g.abs()).fold(0.0f32, f32::max) as f64;
+        let mut worst = 0.0f64;
+        for (i, (g, c)) in dev.grad.iter().zip(&cpu.grad).enumerate() {
+            let rho = ((b.new[i] - b.old[i]) as f64).exp();
+            if near_boundary(rho, cfg, 1e-5) {
+                continue;
+            }
+            let e = (*g as f64 - *c as f64).abs() / (c.abs() as f64).max(1e-6 * scale).max(1e-30);
+            worst = worst.max(e);
+            assert!(e <= tol, "grad[{i}] {g} vs {c}");
+        }
+        eprintln!(
+            "GPU vs CPU: {} tokens, loss {} vs {}, worst grad rel err {worst:.2e}",
+            b.old.len(),
+            s.loss,
+            t.loss
+        );
+        t.dual_clip_frac
+    }
+
+    #[test]
+    fn gpu_equals_cpu_on_random_ragged_batches() {
+        let Some(mut ctx) = context() else { return };
+        let mut dual_seen = false;
+        let configs = [
+            GrpoConfig::default(),
+            GrpoConfig {
+                aggregation: Aggregation::SeqMeanTokenMean,
+                dual_clip: Some(3.0),
+                ..Default::default()
+            },
+            GrpoConfig {
+                aggregation: Aggregation::SeqMeanTokenSum,
+                std: StdKind::Population,
+                ..Default::default()
+            },
+            GrpoConfig {
+                mean_only: true,
+                clip_high: 1.0,
+                ..Default::default()
+            },
+        ];
+        {
+            let gpu = GpuGrpo::new(&ctx).unwrap();
+            for (i, cfg) in configs.iter().enumerate() {
+                dual_seen |= compare(&gpu, &random_batch(i as u64, 64, 9000), cfg) > 0.0;
+            }
+            compare(&gpu, &random_batch(10, 8, 3), &configs[0]);
+        }
+        assert!(dual_seen, "the dual-clip region was never exercised");
+        // small binding cap: many chunks, sequences split across chunks
+        ctx.set_max_binding_bytes(16 * 1024);
+        let gpu = GpuGrpo::new(&ctx).unwrap();
+        for (i, cfg) in configs.iter().enumerate() {
+            compare(&gpu, &random_batch(20 + i as u64, 32, 5000), cfg);
+        }
+    }
+
+    #[test]
+    fn gpu_reports_bad_inputs() {
+        let Some(ctx) = context() else { return };
+        let gpu = GpuGrpo::new(&ctx).unwrap();
+        let cfg = GrpoConfig::default();
+        let old = [-1.0f32; 6];
+        let mut new = [-1.0f32; 6];
+        new[4] = f32::NAN;
+        let mut grad = [5.0f32; 6];
+        let b = TokenBatch::ragged(&old, &new, &[1; 6], &[0, 3, 6]).unwrap();
+        let err = gpu
+            .policy_loss(&b, &[1.0, -1.0], &cfg, &mut grad)
+            .unwrap_err();
+        assert!(
+            matches!(err, GrpoError::NonFinite(_)) && err.to_string().contains("token 4"),
+            "{err}"
+        );
+        assert_eq!(grad, [0.0; 6]);
+        let b = TokenBatch::ragged(&old, &old, &[1, 1, 3, 1, 1, 1], &[0, 3, 6]).unwrap();
+        assert!(matches!(
+            gpu.policy_loss(&b, &[1.0, -1.0], &cfg, &mut grad),
+            Err(GrpoError::Mask { index: 2, value: 3 })
+        ));
+        let mut adv = [1.0f32; 2];
+        assert!(matches!(
+            gpu.advantages(&[0.0, f32::INFINITY], 2, &cfg, &mut adv),
+            Err(GrpoError::NonFinite(_))
+        ));
+        assert_eq!(adv, [0.0; 2]);
+        // a fully masked batch
+        let b = TokenBatch::ragged(&old, &old, &[0; 6], &[0, 3, 6]).unwrap();
+        assert_eq!(
+            gpu.policy_loss(&b, &[1.0, -1.0], &cfg, &mut grad).unwrap(),
+            GrpoStats::default()
+        );
+        assert_eq!(grad, [0.0; 6]);
+    }
+}
+
+/// `rulegym grpo --input FILE.json` prints advantages, loss, grad (shaped like logp_new) and
+/// the metrics, equal to the library's results.
+#[test]
+fn cli_grpo_matches_library() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("batch.json");
+    let doc = serde_json::json!({
+        "rewards": [1.0, 0.0, 0.5, 0.5],
+        "group_size": 2,
+        "logp_old": [[-1.0, -2.0, -0.5], [-0.3], [-1.0, -1.0], []],
+        "logp_new": [[-0.5, -2.1, -0.5], [-0.2], [-1.2, -0.9], []],
+        "mask": [[1, 1, 0], [true], [1, 1], []],
+        "config": {"clip-high": 1.0, "aggregation": "seq-mean-token-mean"}
+    });
+    std::fs::write(&path, doc.to_string()).unwrap();
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_rulegym"))
+        .args(["grpo", "--input", path.to_str().unwrap(), "--device", "cpu"])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let cfg = GrpoConfig {
+        clip_high: 1.0,
+        aggregation: Aggregation::SeqMeanTokenMean,
+        ..Default::default()
+    };
+    let old = [-1.0f32, -2.0, -0.5, -0.3, -1.0, -1.0];
+    let new = [-0.5f32, -2.1, -0.5, -0.2, -1.2, -0.9];
+    let batch = TokenBatch::ragged(&old, &new, &[1, 1, 0, 1, 1, 1], &[0, 3, 4, 6, 6]).unwrap();
+    let want = grpo_step(&[1.0, 0.0, 0.5, 0.5], 2, &batch, &cfg).unwrap();
+    assert_eq!(v["loss"].as_f64().unwrap(), want.stats.loss);
+    assert_eq!(v["tokens"].as_u64().unwrap(), 5);
+    let grad: Vec<Vec<f64>> = serde_json::from_value(v["grad"].clone()).unwrap();
+    assert_eq!(
+        grad.iter().map(Vec::len).collect::<Vec<_>>(),
+        vec![3, 1, 2, 0]
+    );
+    let flat: Vec<f32> = grad.concat().iter().map(|&g| g as f32).collect();
+    assert_eq!(flat, want.grad);
+    let adv: Vec<f32> = serde_json::from_value(v["advantages"].clone()).unwrap();
+    assert_eq!(adv, want.advantages);
+    for key in [
+        "clip_frac_low",
+        "clip_frac_high",
+        "dual_clip_frac",
+        "mean_ratio",
+        "approx_kl_k1",
+        "approx_kl_k3",
+    ] {
+        assert!(v[key].is_number(), "{key}");
+    }
+    // a bad mask value is a clear error
+    let bad = doc
+        .to_string()
+        .replace("[1, 1, 0]", "[1, 2, 0]")
+        .replace("[1,1,0]", "[1,2,0]");
+    std::fs::write(&path, bad).unwrap();
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_rulegym"))
+        .args(["grpo", "--input", path.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("mask[0][1] = 2"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
