@@ -82,7 +82,10 @@ fn flat(c: &mut Criterion) {
     let queries = data(1024, 99);
     // Correctness before timing: a sample of queries equals the naive reference.
     let sample = &queries[..8 * D];
-    assert_eq!(index.search(sample, 10).unwrap(), naive_search(D, &rows, sample, 10));
+    assert_eq!(
+        index.search(sample, 10).unwrap(),
+        naive_search(D, &rows, sample, 10)
+    );
 
     let mut g = c.benchmark_group("read_bandwidth");
     g.sample_size(20).measurement_time(Duration::from_secs(3));
@@ -106,7 +109,11 @@ fn encoder(c: &mut Criterion) {
     let (docs, queries) = synthetic::corpus(10_000, 1);
     let texts: Vec<&str> = docs.iter().map(|d| d.contents.as_str()).collect();
     let enc = BuiltinEncoder::fit(BuiltinConfig::default(), &texts).unwrap();
-    let qs: Vec<&str> = queries.iter().take(1024).map(|q| q.query.as_str()).collect();
+    let qs: Vec<&str> = queries
+        .iter()
+        .take(1024)
+        .map(|q| q.query.as_str())
+        .collect();
     let mut g = c.benchmark_group("builtin_encoder");
     g.sample_size(10).measurement_time(Duration::from_secs(3));
     g.throughput(Throughput::Elements(texts.len() as u64));

@@ -7,6 +7,7 @@ mod generate;
 mod grpo;
 mod index;
 mod search;
+mod serve;
 
 /// rulegym: verifiable RL environments for small LLM agents.
 #[derive(Parser, Debug)]
@@ -26,6 +27,8 @@ enum Command {
     Index(index::Args),
     /// Print the top passages of an index for queries.
     Search(search::Args),
+    /// Serve an index over HTTP, Search-R1 compatible (feature `server`).
+    Serve(serve::Args),
 }
 
 /// Entry point of the binary: parse flags, run the subcommand, print errors.
@@ -36,6 +39,7 @@ pub fn main() -> ExitCode {
         Command::Grpo(args) => grpo::run(args),
         Command::Index(args) => index::run(args),
         Command::Search(args) => search::run(args),
+        Command::Serve(args) => serve::run(args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

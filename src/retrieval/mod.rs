@@ -5,6 +5,8 @@ pub mod docs;
 pub mod encoder;
 pub mod flat;
 pub mod kernel;
+#[cfg(feature = "server")]
+pub mod server;
 pub mod store;
 pub mod synthetic;
 pub mod topk;

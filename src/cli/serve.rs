@@ -1,0 +1,65 @@
+//! `rulegym serve`: a Search-R1-compatible retrieval server over an index (feature `server`).
+
+use crate::Result;
+use std::path::PathBuf;
+
+/// Flags of `rulegym serve`.
+#[derive(clap::Args, Debug)]
+pub struct Args {
+    /// Index file written by `rulegym index`.
+    #[arg(long)]
+    index: PathBuf,
+    /// Address to listen on.
+    #[arg(long, default_value = "127.0.0.1")]
+    host: String,
+    /// TCP port.
+    #[arg(long, default_value_t = 8000)]
+    port: u16,
+    /// Passages per query when a request gives no `topk`.
+    #[arg(long, default_value_t = 3)]
+    topk: usize,
+    /// Most queries encoded and searched together across concurrent requests.
+    #[arg(long, default_value_t = 256)]
+    max_batch: usize,
+}
+
+/// Runs `rulegym serve` until interrupted.
+#[cfg(feature = "server")]
+pub fn run(args: Args) -> Result<()> {
+    use crate::retrieval::RetrievalError;
+    use crate::retrieval::server::{ServerConfig, serve};
+    let index = std::sync::Arc::new(crate::retrieval::SearchIndex::load(&args.index)?);
+    let cfg = ServerConfig {
+        default_topk: args.topk,
+        max_batch: args.max_batch,
+        ..ServerConfig::default()
+    };
+    cfg.validate()?;
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| RetrievalError::Io("start tokio runtime".into(), e))?;
+    rt.block_on(async move {
+        let addr = format!("{}:{}", args.host, args.port);
+        let listener = tokio::net::TcpListener::bind(&addr)
+            .await
+            .map_err(|e| RetrievalError::Io(format!("bind {addr}"), e))?;
+        eprintln!(
+            "serving {} documents ({}) on http://{addr} (POST /retrieve, GET /health)",
+            index.len(),
+            index.header().encoder_identity
+        );
+        serve(listener, index, cfg).await
+    })?;
+    Ok(())
+}
+
+/// Without feature `server`: explains how to get it.
+#[cfg(not(feature = "server"))]
+pub fn run(args: Args) -> Result<()> {
+    let _ = args;
+    Err(crate::Error::Config(
+        "`rulegym serve` needs rulegym built with feature `server` (cargo build --features server)"
+            .into(),
+    ))
+}
