@@ -6,6 +6,8 @@ use std::process::ExitCode;
 mod generate;
 mod grpo;
 mod index;
+mod phantomwiki;
+mod questions;
 mod search;
 mod serve;
 
@@ -21,10 +23,14 @@ struct Cli {
 enum Command {
     /// Generate a universe, load it into the Prolog engine and write a dataset directory.
     Generate(generate::Args),
+    /// Generate more question sets for an existing universe directory.
+    Questions(questions::Args),
     /// GRPO advantages, loss, gradient and metrics for a batch in a JSON file.
     Grpo(grpo::Args),
     /// Encode a corpus (or several, pooled) into a search index file.
     Index(index::Args),
+    /// PhantomWiki compatibility: verify rulegym against a PhantomWiki output directory.
+    Phantomwiki(phantomwiki::Args),
     /// Print the top passages of an index for queries.
     Search(search::Args),
     /// Serve an index over HTTP, Search-R1 compatible (feature `server`).
@@ -36,8 +42,10 @@ pub fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Generate(args) => generate::run(args),
+        Command::Questions(args) => questions::run(args),
         Command::Grpo(args) => grpo::run(args),
         Command::Index(args) => index::run(args),
+        Command::Phantomwiki(args) => phantomwiki::run(args),
         Command::Search(args) => search::run(args),
         Command::Serve(args) => serve::run(args),
     };

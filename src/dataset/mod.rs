@@ -2,6 +2,8 @@
 //! SHA-256 of every file), written atomically: everything goes to a temporary sibling directory
 //! that is renamed into place only when complete, so a failed run leaves no half-written output.
 
+pub mod phantomwiki;
+
 use crate::corpus::Article;
 use crate::question::Question;
 use crate::universe::{Universe, UniverseConfig};
@@ -241,4 +243,82 @@ pub fn write_file_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
         let _ = fs::remove_file(&tmp);
     }
     result
+}
+
+/// Reads a dataset directory written by `rulegym generate` back into a [`Universe`], checking
+/// every file against the manifest's SHA-256 first (a modified or truncated file is an error).
+pub fn load_universe(dir: &Path) -> Result<Universe> {
+    let read = |name: &str| {
+        let path = dir.join(name);
+        fs::read(&path).map_err(io(format!("reading {}", path.display())))
+    };
+    let manifest: Manifest =
+        serde_json::from_slice(&read("manifest.json")?).map_err(|source| Error::Json {
+            context: format!("parsing {}", dir.join("manifest.json").display()),
+            source,
+        })?;
+    let people = read("people.jsonl")?;
+    let expected = manifest.sha256.get("people.jsonl").ok_or_else(|| {
+        Error::Config(format!("{}: manifest lists no people.jsonl", dir.display()))
+    })?;
+    if &sha256_hex(&people) != expected {
+        return Err(Error::Config(format!(
+            "{}: people.jsonl does not match the manifest's SHA-256",
+            dir.display()
+        )));
+    }
+    let records: Vec<PersonRecord> = people
+        .split(|&b| b == b'\n')
+        .filter(|line| !line.is_empty())
+        .enumerate()
+        .map(|(i, line)| {
+            serde_json::from_slice(line).map_err(|source| Error::Json {
+                context: format!("people.jsonl line {}", i + 1),
+                source,
+            })
+        })
+        .collect::<Result<_>>()?;
+    universe_from_records(manifest.config, records)
+}
+
+/// Rebuilds a universe from `people.jsonl` records (names resolved to ids).
+pub fn universe_from_records(
+    config: UniverseConfig,
+    records: Vec<PersonRecord>,
+) -> Result<Universe> {
+    let ids: std::collections::HashMap<&str, u32> =
+        records.iter().map(|r| (r.name.as_str(), r.id)).collect();
+    let resolve = |name: &String| {
+        ids.get(name.as_str())
+            .copied()
+            .ok_or_else(|| Error::Config(format!("people.jsonl names unknown person {name:?}")))
+    };
+    let mut people = Vec::with_capacity(records.len());
+    for (i, r) in records.iter().enumerate() {
+        if r.id as usize != i {
+            return Err(Error::Config(format!(
+                "people.jsonl line {} has id {}",
+                i + 1,
+                r.id
+            )));
+        }
+        let gender = match r.gender.as_str() {
+            "female" => crate::universe::Gender::Female,
+            "male" => crate::universe::Gender::Male,
+            other => return Err(Error::Config(format!("unknown gender {other:?}"))),
+        };
+        people.push(crate::universe::Person {
+            name: r.name.clone(),
+            gender,
+            dob: r.dob.clone(),
+            occupation: r.occupation.clone(),
+            hobby: r.hobby.clone(),
+            tree: r.tree,
+            parents: r.parents.iter().map(resolve).collect::<Result<_>>()?,
+            children: r.children.iter().map(resolve).collect::<Result<_>>()?,
+            spouse: r.spouse.as_ref().map(resolve).transpose()?,
+            friends: r.friends.iter().map(resolve).collect::<Result<_>>()?,
+        });
+    }
+    Ok(Universe { config, people })
 }

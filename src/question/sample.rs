@@ -119,7 +119,11 @@ pub struct Walk {
     pub anchor_slot: usize,
 }
 
-/// One random (relation, neighbour) step from `p`, forward or backward.
+/// One random (relation, neighbour) step from `p`, forward or backward, keeping the chain's
+/// answer set a single person where possible: a relation type is drawn uniformly among those
+/// whose step is unambiguous (forward: `p` has exactly one such relative; backward: the
+/// neighbour's only such relative is `p`), and among all types with any candidate otherwise.
+/// This is the walk-time uniqueness check that keeps rejections low.
 fn random_step(
     u: &Universe,
     mode: &[&'static Relation],
@@ -127,19 +131,42 @@ fn random_step(
     forward: bool,
     rng: &mut impl Rng,
 ) -> Option<(&'static Relation, PersonId)> {
-    let mut order: Vec<&'static Relation> = mode.to_vec();
-    order.shuffle(rng);
-    for r in order {
+    let mut unambiguous: Vec<(&'static Relation, Vec<PersonId>)> = Vec::new();
+    let mut any: Vec<(&'static Relation, Vec<PersonId>)> = Vec::new();
+    for &r in mode {
         let candidates = if forward {
             r.related(u, p)
         } else {
             r.inverse_related(u, p)
         };
-        if let Some(&y) = candidates.choose(rng) {
-            return Some((r, y));
+        if candidates.is_empty() {
+            continue;
         }
+        let single: Vec<PersonId> = if forward {
+            if candidates.len() == 1 {
+                candidates.clone()
+            } else {
+                Vec::new()
+            }
+        } else {
+            candidates
+                .iter()
+                .copied()
+                .filter(|&x| r.related(u, x) == [p])
+                .collect()
+        };
+        if !single.is_empty() {
+            unambiguous.push((r, single));
+        }
+        any.push((r, candidates));
     }
-    None
+    let pool = if unambiguous.is_empty() {
+        &any
+    } else {
+        &unambiguous
+    };
+    let (r, candidates) = pool.choose(rng)?;
+    Some((*r, *candidates.choose(rng)?))
 }
 
 /// Bidirectional anchor sampling of a `hops`-hop chain with `filters` attribute filters on
