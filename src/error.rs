@@ -18,6 +18,12 @@ pub enum Error {
     /// Retrieval (encoders, indexes, search) failed.
     #[error(transparent)]
     Retrieval(#[from] crate::retrieval::RetrievalError),
+    /// A tool-use task is malformed or missing.
+    #[error(transparent)]
+    Task(#[from] crate::synth::task::TaskError),
+    /// A rubric could not be compiled or evaluated.
+    #[error(transparent)]
+    Rubric(#[from] crate::reward::rubric::RubricError),
     /// Reading or writing a file failed.
     #[error("{context}: {source}")]
     Io {

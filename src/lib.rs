@@ -23,7 +23,9 @@ pub mod grpo;
 pub mod question;
 pub mod relations;
 pub mod retrieval;
+pub mod reward;
 pub mod seed;
+pub mod synth;
 pub mod universe;
 
 pub use error::{Error, Result};

@@ -5,5 +5,5 @@ mod grpo;
 mod questions;
 mod retrieval;
 mod retrieval_server;
-mod retrieval_server;
+mod tool_rubric;
 mod universe;

@@ -1,0 +1,714 @@
+//! Executable rubrics: a trajectory becomes facts (`tool_call(Step, Tool, Args)`,
+//! `tool_result`, `tool_error`, `asked_user`, `user_said`, `user_revealed`, `answered`, `said`,
+//! `stopped`, `final_state(Table, Key, Record)`, `state_matches(Bool)`, `turns(N)`), and each
+//! rubric item is a checked Prolog rule body over them (see [`super::rubric_parse`] for the
+//! accepted subset and `prolog/rubric.pl` for the helpers).
+//!
+//! A task's rubric is compiled into clauses once and consulted once per [`RubricScorer`]; each
+//! score is ONE query that passes the facts as a term, so scoring never asserts or retracts.
+//! Every item runs under an inference limit: a hostile or buggy rubric yields an error, never a
+//! hang, and the engine stays usable. Facts are put in a canonical order before the query, so
+//! the result does not depend on the order events were recorded in.
+//!
+//! Reward (default, the paper's): `R = 1[no forbidden behaviour] x mean(sub-goal fraction,
+//! interaction fraction)`; an empty list counts as fraction 1. See [`RewardVariant`] for the
+//! peer's other versions.
+
+use super::rubric_parse::{Checker, FACT_GROUPS};
+use crate::engine::{Engine, EngineError, QueryLimits, Term, Value, Var};
+use crate::synth::task::{ItemKind, Task, WorldState};
+use serde::{Deserialize, Serialize};
+use serde_json::Value as Json;
+use sha2::{Digest, Sha256};
+use std::collections::BTreeSet;
+use std::sync::Mutex;
+
+/// The helper library, embedded at compile time.
+pub const RUBRIC_PL: &str = include_str!("../../prolog/rubric.pl");
+
+/// Deepest JSON nesting turned into a term; deeper values become the atom `too_deep`.
+pub const MAX_JSON_DEPTH: usize = 32;
+/// Longest text passed as a fact argument, in characters (longer text is cut).
+pub const MAX_FACT_TEXT: usize = 16 * 1024;
+
+/// Errors from compiling or evaluating a rubric.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum RubricError {
+    /// A rule body was rejected (syntax, whitelist, limits).
+    #[error("rubric item {item:?}: {message}")]
+    Rejected {
+        /// The item id.
+        item: String,
+        /// Why.
+        message: String,
+    },
+    /// An item ran past its inference limit.
+    #[error("rubric item {item:?} exceeded its inference limit of {limit}")]
+    InferenceLimit {
+        /// The item id.
+        item: String,
+        /// The limit.
+        limit: u64,
+    },
+    /// An item raised a Prolog error while running.
+    #[error("rubric item {item:?} raised an error: {message}")]
+    ItemError {
+        /// The item id.
+        item: String,
+        /// The Prolog error.
+        message: String,
+    },
+    /// An item has no rule and no judge was given.
+    #[error("rubric item {0:?} has no rule and no LLM judge is configured")]
+    JudgeRequired(String),
+    /// An LLM judge failed or gave an unparseable verdict (never turned into a reward).
+    #[error("judging rubric item {item:?}: {message}")]
+    Judge {
+        /// The item id.
+        item: String,
+        /// What went wrong.
+        message: String,
+    },
+    /// The engine failed.
+    #[error(transparent)]
+    Engine(#[from] EngineError),
+    /// The engine's answer had an unexpected shape.
+    #[error("unexpected rubric answer: {0}")]
+    Decode(String),
+}
+
+/// How the item results combine into a reward.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum RewardVariant {
+    /// The paper: `1[no forbidden] x (sub-goal fraction + interaction fraction) / 2`.
+    #[default]
+    Paper,
+    /// The peer's earlier code: `0.7 x sub-goals + 0.3 x interactions`, halved when a forbidden
+    /// behaviour occurred (the "50% policy gate").
+    PeerWeighted,
+    /// The peer's later code: `1[no forbidden] x sub-goal fraction`.
+    PeerStrict,
+}
+
+impl RewardVariant {
+    /// Combines the parts into a reward in `[0, 1]`.
+    pub fn combine(self, forbidden_violated: bool, subgoals: f64, interactions: f64) -> f64 {
+        let gate = if forbidden_violated { 0.0 } else { 1.0 };
+        match self {
+            RewardVariant::Paper => gate * (subgoals + interactions) / 2.0,
+            RewardVariant::PeerWeighted => {
+                let base = 0.7 * subgoals + 0.3 * interactions;
+                if forbidden_violated { 0.5 * base } else { base }
+            }
+            RewardVariant::PeerStrict => gate * subgoals,
+        }
+    }
+}
+
+/// Why an episode stopped early.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum StopMarker {
+    /// `###STOP`.
+    Stop,
+    /// `###TRANSFER_TO_HUMAN`.
+    TransferToHuman,
+}
+
+impl StopMarker {
+    fn atom(self) -> &'static str {
+        match self {
+            StopMarker::Stop => "stop",
+            StopMarker::TransferToHuman => "transfer_to_human",
+        }
+    }
+}
+
+/// One thing that happened in an episode. `step` is the 1-based agent turn.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "event", rename_all = "snake_case")]
+pub enum Event {
+    /// The agent called a tool (arguments as parsed; an unknown tool keeps its name).
+    ToolCall {
+        /// Agent turn.
+        step: u32,
+        /// Tool name.
+        tool: String,
+        /// Arguments.
+        args: Json,
+    },
+    /// A tool answered.
+    ToolResult {
+        /// Agent turn.
+        step: u32,
+        /// Tool name.
+        tool: String,
+        /// The response.
+        result: Json,
+    },
+    /// A tool call failed (unknown tool, invalid arguments, tool-side error).
+    ToolError {
+        /// Agent turn.
+        step: u32,
+        /// Tool name.
+        tool: String,
+        /// Why.
+        reason: String,
+    },
+    /// The agent's text went to the user.
+    AskedUser {
+        /// Agent turn.
+        step: u32,
+        /// The question.
+        text: String,
+    },
+    /// The user replied.
+    UserSaid {
+        /// Agent turn the reply answers.
+        step: u32,
+        /// The reply.
+        text: String,
+    },
+    /// The user's reply revealed a hidden slot.
+    UserRevealed {
+        /// Agent turn.
+        step: u32,
+        /// Slot name.
+        slot: String,
+    },
+    /// The agent gave its final answer.
+    Answered {
+        /// Agent turn.
+        step: u32,
+        /// The answer text.
+        text: String,
+    },
+    /// Any free text the agent wrote (outside tool calls).
+    Said {
+        /// Agent turn.
+        step: u32,
+        /// The text.
+        text: String,
+    },
+    /// The episode was stopped by a marker.
+    Stopped {
+        /// Agent turn.
+        step: u32,
+        /// Which marker.
+        marker: StopMarker,
+    },
+}
+
+impl Event {
+    /// The agent turn of the event.
+    pub fn step(&self) -> u32 {
+        match self {
+            Event::ToolCall { step, .. }
+            | Event::ToolResult { step, .. }
+            | Event::ToolError { step, .. }
+            | Event::AskedUser { step, .. }
+            | Event::UserSaid { step, .. }
+            | Event::UserRevealed { step, .. }
+            | Event::Answered { step, .. }
+            | Event::Said { step, .. }
+            | Event::Stopped { step, .. } => *step,
+        }
+    }
+}
+
+/// What a rubric is evaluated on.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Trajectory {
+    /// Events in any order.
+    pub events: Vec<Event>,
+    /// The world state at the end (state-backed tools), if the task has one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub final_state: Option<WorldState>,
+    /// Whether the final state equals the task's expected state (`None`: nothing to compare).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub state_matches: Option<bool>,
+    /// Number of agent turns.
+    pub turns: u32,
+}
+
+/// One compiled rubric item.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct CompiledItem {
+    /// Item id.
+    pub id: String,
+    /// Which list.
+    pub kind: ItemKind,
+    /// Description.
+    pub description: String,
+    /// Clause index (`None`: no rule, judged by an LLM).
+    pub index: Option<u32>,
+}
+
+/// A task's rubric compiled into Prolog clauses.
+#[derive(Debug, Clone)]
+pub struct RubricProgram {
+    /// Items in rubric order.
+    pub items: Vec<CompiledItem>,
+    /// The per-task predicate name (`rg_item_<hash>`).
+    pub predicate: String,
+    /// The clauses (Prolog text rendered from checked terms).
+    pub source: String,
+    /// Tool names (atoms in facts); other names become `unknown("name")`.
+    pub tools: BTreeSet<String>,
+    /// Slot names.
+    pub slots: BTreeSet<String>,
+}
+
+impl RubricProgram {
+    /// Parses, checks and compiles every rule of `task`'s rubric.
+    pub fn compile(task: &Task) -> Result<RubricProgram, RubricError> {
+        let mut checker = Checker::new();
+        let mut items = Vec::new();
+        let mut clauses = Vec::new();
+        for (kind, item) in task.rubric.items() {
+            let index = match &item.rule {
+                None => None,
+                Some(rule) => {
+                    let body = checker
+                        .check(rule)
+                        .map_err(|message| RubricError::Rejected {
+                            item: item.id.clone(),
+                            message,
+                        })?;
+                    let index = clauses.len() as u32 + 1;
+                    let step = body
+                        .step
+                        .clone()
+                        .unwrap_or_else(|| Var::new("S__").expect("valid"));
+                    clauses.push((index, body.goal, step));
+                    Some(index)
+                }
+            };
+            items.push(CompiledItem {
+                id: item.id.clone(),
+                kind,
+                description: item.description.clone(),
+                index,
+            });
+        }
+        let facts = checker.facts_var().clone();
+        let render = |pred: &str| -> Result<String, RubricError> {
+            let mut src = String::new();
+            for (index, goal, step) in &clauses {
+                let head = Term::compound(
+                    pred,
+                    [
+                        Term::Int(i64::from(*index)),
+                        Term::var(&facts),
+                        Term::var(step),
+                    ],
+                );
+                src.push_str(&Term::compound(":-", [head, goal.clone()]).render()?);
+                src.push_str(".\n");
+            }
+            Ok(src)
+        };
+        let canonical = render("rg_item")?;
+        let hash = hex::encode(&Sha256::digest(canonical.as_bytes())[..12]);
+        let predicate = format!("rg_item_{hash}");
+        let source = render(&predicate)?;
+        Ok(RubricProgram {
+            items,
+            predicate,
+            source,
+            tools: task.tools.iter().map(|t| t.name.clone()).collect(),
+            slots: task
+                .hidden_context
+                .slots
+                .iter()
+                .map(|s| s.name.clone())
+                .collect(),
+        })
+    }
+
+    /// Builds the facts term of a trajectory (canonical order: by step, then by content).
+    pub fn facts_term(&self, trajectory: &Trajectory) -> Term {
+        let mut groups: Vec<Vec<(u32, String, Term)>> = vec![Vec::new(); FACT_GROUPS];
+        let mut push = |group: usize, step: u32, term: Term| {
+            let key = format!("{term:?}");
+            groups[group - 1].push((step, key, term));
+        };
+        let tool = |name: &str| {
+            if self.tools.contains(name) {
+                Term::atom(name)
+            } else {
+                Term::compound("unknown", [text(name)])
+            }
+        };
+        for event in &trajectory.events {
+            let s = Term::Int(i64::from(event.step()));
+            let step = event.step();
+            match event {
+                Event::ToolCall { tool: t, args, .. } => push(
+                    1,
+                    step,
+                    Term::compound("tool_call", [s, tool(t), json_term(args, 0)]),
+                ),
+                Event::ToolResult {
+                    tool: t, result, ..
+                } => push(
+                    2,
+                    step,
+                    Term::compound("tool_result", [s, tool(t), json_term(result, 0)]),
+                ),
+                Event::ToolError {
+                    tool: t, reason, ..
+                } => push(
+                    3,
+                    step,
+                    Term::compound("tool_error", [s, tool(t), text(reason)]),
+                ),
+                Event::AskedUser { text: t, .. } => {
+                    push(4, step, Term::compound("asked_user", [s, text(t)]))
+                }
+                Event::UserSaid { text: t, .. } => {
+                    push(5, step, Term::compound("user_said", [s, text(t)]))
+                }
+                Event::UserRevealed { slot, .. } => {
+                    let slot = if self.slots.contains(slot) {
+                        Term::atom(slot.clone())
+                    } else {
+                        Term::compound("unknown", [text(slot)])
+                    };
+                    push(6, step, Term::compound("user_revealed", [s, slot]))
+                }
+                Event::Answered { text: t, .. } => {
+                    push(7, step, Term::compound("answered", [s, text(t)]))
+                }
+                Event::Said { text: t, .. } => push(8, step, Term::compound("said", [s, text(t)])),
+                Event::Stopped { marker, .. } => push(
+                    9,
+                    step,
+                    Term::compound("stopped", [s, Term::atom(marker.atom())]),
+                ),
+            }
+        }
+        if let Some(state) = &trajectory.final_state {
+            for (table, records) in state {
+                for (key, record) in records {
+                    push(
+                        10,
+                        0,
+                        Term::compound(
+                            "final_state",
+                            [
+                                Term::atom(table.clone()),
+                                text(key),
+                                json_term(&Json::Object(record.clone()), 0),
+                            ],
+                        ),
+                    );
+                }
+            }
+        }
+        let mut args: Vec<Term> = groups
+            .into_iter()
+            .map(|mut g| {
+                g.sort_by(|a, b| (a.0, &a.1).cmp(&(b.0, &b.1)));
+                Term::List(g.into_iter().map(|(_, _, t)| t).collect())
+            })
+            .collect();
+        args[10] = Term::List(
+            trajectory
+                .state_matches
+                .map(|m| {
+                    Term::compound(
+                        "state_matches",
+                        [Term::atom(if m { "true" } else { "false" })],
+                    )
+                })
+                .into_iter()
+                .collect(),
+        );
+        args[11] = Term::List(vec![Term::compound(
+            "turns",
+            [Term::Int(i64::from(trajectory.turns))],
+        )]);
+        Term::compound("facts", args)
+    }
+}
+
+/// Text as a Prolog string: cut at [`MAX_FACT_TEXT`] characters, NUL (which scryer cannot
+/// represent) replaced by U+FFFD.
+fn text(s: &str) -> Term {
+    if s.len() <= MAX_FACT_TEXT && !s.contains('\0') {
+        return Term::Str(s.to_owned());
+    }
+    Term::Str(
+        s.chars()
+            .take(MAX_FACT_TEXT)
+            .map(|c| if c == '\0' { '\u{fffd}' } else { c })
+            .collect(),
+    )
+}
+
+/// A JSON value as a Prolog term: objects `json(["key"-V, ...])` (sorted keys), strings,
+/// integers, `num("1.5")` for other numbers, `true`/`false`/`null`, lists.
+pub fn json_term(value: &Json, depth: usize) -> Term {
+    if depth > MAX_JSON_DEPTH {
+        return Term::atom("too_deep");
+    }
+    match value {
+        Json::Null => Term::atom("null"),
+        Json::Bool(b) => Term::atom(if *b { "true" } else { "false" }),
+        Json::Number(n) => match n.as_i64() {
+            Some(i) => Term::Int(i),
+            None => Term::compound("num", [Term::Str(n.to_string())]),
+        },
+        Json::String(s) => text(s),
+        Json::Array(items) => Term::List(items.iter().map(|v| json_term(v, depth + 1)).collect()),
+        Json::Object(map) => Term::compound(
+            "json",
+            [Term::List(
+                map.iter()
+                    .map(|(k, v)| Term::compound("-", [text(k), json_term(v, depth + 1)]))
+                    .collect(),
+            )],
+        ),
+    }
+}
+
+/// Whether an item passed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ItemStatus {
+    /// Forbidden: the behaviour did not occur; sub-goal / interaction: it was achieved.
+    Passed,
+    /// Forbidden: the behaviour occurred; sub-goal / interaction: it was not achieved.
+    Failed,
+}
+
+/// The result of one item.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ItemResult {
+    /// Item id.
+    pub id: String,
+    /// Which list.
+    pub kind: ItemKind,
+    /// Description.
+    pub description: String,
+    /// Passed or failed.
+    pub status: ItemStatus,
+    /// The step that satisfied (or, for forbidden items, violated) it, when the rule names one.
+    pub step: Option<i64>,
+    /// `rule` or `judge`.
+    pub by: String,
+}
+
+/// The result of scoring one trajectory.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RubricResult {
+    /// The reward in `[0, 1]`.
+    pub reward: f64,
+    /// How it was combined.
+    pub variant: RewardVariant,
+    /// Whether any forbidden behaviour occurred.
+    pub forbidden_violated: bool,
+    /// Fraction of sub-goals achieved (1 when there are none).
+    pub subgoal_fraction: f64,
+    /// Fraction of required interactions achieved (1 when there are none).
+    pub interaction_fraction: f64,
+    /// Every item in rubric order.
+    pub items: Vec<ItemResult>,
+}
+
+/// Judges items that have no rule (an LLM; see [`crate::synth::llm`]). Must return an error, never
+/// a guess, when it cannot decide.
+pub trait ItemJudge: Send + Sync {
+    /// Whether the item holds for the trajectory (for forbidden items: whether the behaviour
+    /// occurred).
+    fn judge(
+        &self,
+        task: &Task,
+        item: &CompiledItem,
+        trajectory: &Trajectory,
+    ) -> Result<bool, RubricError>;
+}
+
+/// Scoring options.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ScoreConfig {
+    /// Inference limit per item.
+    pub item_inferences: u64,
+    /// How items combine into a reward.
+    pub variant: RewardVariant,
+}
+
+impl Default for ScoreConfig {
+    fn default() -> Self {
+        ScoreConfig {
+            item_inferences: 200_000,
+            variant: RewardVariant::Paper,
+        }
+    }
+}
+
+/// A warm engine with `prolog/rubric.pl` loaded; rubrics are consulted on first use. `Sync`:
+/// share one per thread or one behind an `Arc` (queries on one engine are serialised).
+pub struct RubricScorer {
+    engine: Engine,
+    loaded: Mutex<BTreeSet<String>>,
+    config: ScoreConfig,
+}
+
+impl RubricScorer {
+    /// Starts an engine and loads the helpers. Cost: ~0.2-0.5 s.
+    pub fn new(config: ScoreConfig) -> Result<Self, RubricError> {
+        let engine = Engine::new()?;
+        engine.consult("rubric", RUBRIC_PL)?;
+        Ok(RubricScorer {
+            engine,
+            loaded: Mutex::new(BTreeSet::new()),
+            config,
+        })
+    }
+
+    /// The scoring options.
+    pub fn config(&self) -> ScoreConfig {
+        self.config
+    }
+
+    /// Consults a compiled rubric if this engine has not seen it yet.
+    pub fn load(&self, program: &RubricProgram) -> Result<(), RubricError> {
+        let mut loaded = self.loaded.lock().unwrap_or_else(|e| e.into_inner());
+        if !loaded.contains(&program.predicate) {
+            if !program.source.is_empty() {
+                self.engine
+                    .consult(&format!("rubric_{}", program.predicate), &program.source)?;
+            }
+            loaded.insert(program.predicate.clone());
+        }
+        Ok(())
+    }
+
+    /// Evaluates every item on `trajectory` and combines the reward.
+    pub fn score(
+        &self,
+        task: &Task,
+        program: &RubricProgram,
+        trajectory: &Trajectory,
+        judge: Option<&dyn ItemJudge>,
+    ) -> Result<RubricResult, RubricError> {
+        self.load(program)?;
+        let indices: Vec<Term> = program
+            .items
+            .iter()
+            .filter_map(|i| i.index.map(|n| Term::Int(i64::from(n))))
+            .collect();
+        let mut outcomes: Vec<(bool, Option<i64>, &'static str)> = Vec::new();
+        let rule_results = if indices.is_empty() {
+            Vec::new()
+        } else {
+            let results = Var::new("Results").expect("valid");
+            let goal = Term::compound(
+                "rg_score",
+                [
+                    Term::atom(program.predicate.clone()),
+                    Term::List(indices),
+                    Term::Int(self.config.item_inferences.min(i64::MAX as u64) as i64),
+                    program.facts_term(trajectory),
+                    Term::var(&results),
+                ],
+            );
+            let limits = QueryLimits {
+                inferences: None,
+                max_solutions: 1,
+            };
+            let rows = self.engine.query_with(&goal, &[results], limits)?;
+            match rows.into_iter().next().and_then(|mut r| r.pop()) {
+                Some(Value::List(items)) => items,
+                other => return Err(RubricError::Decode(format!("{other:?}"))),
+            }
+        };
+        let mut rule_results = rule_results.into_iter();
+        for item in &program.items {
+            match item.index {
+                Some(_) => {
+                    let r = rule_results
+                        .next()
+                        .ok_or_else(|| RubricError::Decode("too few results".into()))?;
+                    outcomes.push(match r {
+                        Value::Atom(a) if a == "failed" => (false, None, "rule"),
+                        Value::Atom(a) if a == "limit" => {
+                            return Err(RubricError::InferenceLimit {
+                                item: item.id.clone(),
+                                limit: self.config.item_inferences,
+                            });
+                        }
+                        Value::Compound(f, args) if f == "passed" && args.len() == 1 => {
+                            (true, args[0].as_int(), "rule")
+                        }
+                        Value::Compound(f, args) if f == "error" && args.len() == 1 => {
+                            return Err(RubricError::ItemError {
+                                item: item.id.clone(),
+                                message: format!("{:?}", args[0]),
+                            });
+                        }
+                        other => return Err(RubricError::Decode(format!("{other:?}"))),
+                    });
+                }
+                None => {
+                    let judge = judge.ok_or_else(|| RubricError::JudgeRequired(item.id.clone()))?;
+                    outcomes.push((judge.judge(task, item, trajectory)?, None, "judge"));
+                }
+            }
+        }
+        Ok(combine(program, outcomes, self.config.variant))
+    }
+}
+
+fn combine(
+    program: &RubricProgram,
+    outcomes: Vec<(bool, Option<i64>, &'static str)>,
+    variant: RewardVariant,
+) -> RubricResult {
+    let mut items = Vec::with_capacity(outcomes.len());
+    let (mut violated, mut sub, mut sub_n, mut inter, mut inter_n) = (false, 0, 0, 0, 0);
+    for (item, (holds, step, by)) in program.items.iter().zip(outcomes) {
+        let passed = match item.kind {
+            ItemKind::Forbidden => {
+                violated |= holds;
+                !holds
+            }
+            ItemKind::Subgoal => {
+                sub_n += 1;
+                sub += usize::from(holds);
+                holds
+            }
+            ItemKind::Interaction => {
+                inter_n += 1;
+                inter += usize::from(holds);
+                holds
+            }
+        };
+        items.push(ItemResult {
+            id: item.id.clone(),
+            kind: item.kind,
+            description: item.description.clone(),
+            status: if passed {
+                ItemStatus::Passed
+            } else {
+                ItemStatus::Failed
+            },
+            step: if holds { step } else { None },
+            by: by.to_owned(),
+        });
+    }
+    let fraction = |k: usize, n: usize| if n == 0 { 1.0 } else { k as f64 / n as f64 };
+    let subgoal_fraction = fraction(sub, sub_n);
+    let interaction_fraction = fraction(inter, inter_n);
+    RubricResult {
+        reward: variant.combine(violated, subgoal_fraction, interaction_fraction),
+        variant,
+        forbidden_violated: violated,
+        subgoal_fraction,
+        interaction_fraction,
+        items,
+    }
+}

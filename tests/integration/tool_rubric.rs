@@ -1,0 +1,315 @@
+//! Executable rubrics: rewards of hand-built trajectories, reward properties, hostile rules.
+
+use proptest::prelude::*;
+use rulegym::reward::rubric::{
+    Event, ItemStatus, RewardVariant, RubricError, RubricProgram, RubricScorer, ScoreConfig,
+    Trajectory,
+};
+use rulegym::synth::task::{Task, ValidateOptions};
+use serde_json::json;
+use std::sync::OnceLock;
+
+pub fn trip_task() -> Task {
+    let text = include_str!("../fixtures/tools/trip.json");
+    let task = Task::from_json(text).expect("fixture parses");
+    task.validate(ValidateOptions::default())
+        .expect("fixture is valid");
+    task
+}
+
+fn scorer() -> &'static RubricScorer {
+    static SCORER: OnceLock<RubricScorer> = OnceLock::new();
+    SCORER.get_or_init(|| RubricScorer::new(ScoreConfig::default()).expect("engine starts"))
+}
+
+fn good_events() -> Vec<Event> {
+    vec![
+        Event::AskedUser {
+            step: 1,
+            text: "Where are you going?".into(),
+        },
+        Event::UserSaid {
+            step: 1,
+            text: "Oslo.".into(),
+        },
+        Event::UserRevealed {
+            step: 1,
+            slot: "destination".into(),
+        },
+        Event::AskedUser {
+            step: 2,
+            text: "On which date?".into(),
+        },
+        Event::UserSaid {
+            step: 2,
+            text: "2024-06-03.".into(),
+        },
+        Event::UserRevealed {
+            step: 2,
+            slot: "date".into(),
+        },
+        Event::ToolCall {
+            step: 3,
+            tool: "search_flights".into(),
+            args: json!({"destination": "Oslo", "date": "2024-06-03"}),
+        },
+        Event::ToolResult {
+            step: 3,
+            tool: "search_flights".into(),
+            result: json!({"flights": [{"flight_id": "OS123", "price": 120}]}),
+        },
+        Event::ToolCall {
+            step: 4,
+            tool: "book_flight".into(),
+            args: json!({"flight_id": "OS123", "date": "2024-06-03"}),
+        },
+        Event::Answered {
+            step: 5,
+            text: "Your flight OS123 is Booked.".into(),
+        },
+    ]
+}
+
+fn good_trajectory() -> Trajectory {
+    let state = json!({"bookings": {"OS123": {"date": "2024-06-03"}}});
+    Trajectory {
+        events: good_events(),
+        final_state: Some(serde_json::from_value(state).unwrap()),
+        state_matches: Some(true),
+        turns: 5,
+    }
+}
+
+fn score(task: &Task, t: &Trajectory) -> rulegym::reward::rubric::RubricResult {
+    let program = RubricProgram::compile(task).unwrap();
+    scorer().score(task, &program, t, None).unwrap()
+}
+
+#[test]
+fn good_trajectory_scores_one_with_steps() {
+    let task = trip_task();
+    let r = score(&task, &good_trajectory());
+    assert_eq!(r.reward, 1.0, "{r:#?}");
+    let item = |id: &str| r.items.iter().find(|i| i.id == id).unwrap();
+    assert_eq!(item("asked_date").step, Some(2));
+    assert_eq!(item("searched_oslo").step, Some(3));
+    assert_eq!(item("confirmed").step, Some(5));
+    assert_eq!(item("no_refund").status, ItemStatus::Passed);
+    assert_eq!(item("no_refund").step, None);
+}
+
+#[test]
+fn forbidden_behaviour_zeroes_the_reward_and_names_the_step() {
+    let task = trip_task();
+    let mut t = good_trajectory();
+    t.events.push(Event::ToolCall {
+        step: 6,
+        tool: "refund_booking".into(),
+        args: json!({"flight_id": "OS123"}),
+    });
+    let r = score(&task, &t);
+    assert_eq!(r.reward, 0.0);
+    let item = r.items.iter().find(|i| i.id == "no_refund").unwrap();
+    assert_eq!((item.status, item.step), (ItemStatus::Failed, Some(6)));
+    // Booking before the date was revealed is the other forbidden behaviour.
+    let mut t = good_trajectory();
+    for e in &mut t.events {
+        if let Event::UserRevealed { step, slot } = e
+            && slot == "date"
+        {
+            *step = 9;
+        }
+    }
+    let r = score(&task, &t);
+    assert_eq!(r.reward, 0.0);
+    let item = r.items.iter().find(|i| i.id == "no_assumed_date").unwrap();
+    assert_eq!((item.status, item.step), (ItemStatus::Failed, Some(4)));
+}
+
+#[test]
+fn never_asking_loses_the_interaction_share_and_variants_differ() {
+    let task = trip_task();
+    let mut t = good_trajectory();
+    t.events.retain(|e| {
+        !matches!(
+            e,
+            Event::UserRevealed { .. } | Event::AskedUser { .. } | Event::UserSaid { .. }
+        )
+    });
+    // Booking without the date revealed is also forbidden: drop the booking to isolate the share.
+    t.events
+        .retain(|e| !matches!(e, Event::ToolCall { tool, .. } if tool == "book_flight"));
+    let r = score(&task, &t);
+    assert!(!r.forbidden_violated);
+    assert_eq!(r.interaction_fraction, 0.0);
+    assert_eq!(r.subgoal_fraction, 1.0);
+    assert_eq!(r.reward, 0.5);
+    assert_eq!(RewardVariant::PeerStrict.combine(false, 1.0, 0.0), 1.0);
+    assert!((RewardVariant::PeerWeighted.combine(false, 1.0, 0.0) - 0.7).abs() < 1e-12);
+    assert!((RewardVariant::PeerWeighted.combine(true, 1.0, 1.0) - 0.5).abs() < 1e-12);
+}
+
+#[test]
+fn hostile_strings_in_facts_are_data() {
+    let task = trip_task();
+    let mut t = good_trajectory();
+    let nasty = "'), halt. \" \\ \0 end.\n %";
+    t.events.push(Event::Said {
+        step: 5,
+        text: nasty.into(),
+    });
+    t.events.push(Event::ToolCall {
+        step: 5,
+        tool: "no_such_tool') :- halt. %".into(),
+        args: json!({nasty: [nasty, 1.5, u64::MAX, null, true, {"x": {"y": []}}]}),
+    });
+    let mut deep = json!(1);
+    for _ in 0..200 {
+        deep = json!([deep]);
+    }
+    t.events.push(Event::ToolResult {
+        step: 5,
+        tool: "search_flights".into(),
+        result: deep,
+    });
+    let r = score(&task, &t);
+    assert_eq!(r.reward, 1.0);
+}
+
+fn task_with_rule(rule: &str) -> Task {
+    let mut task = trip_task();
+    task.rubric.subgoals[0].rule = Some(rule.to_owned());
+    task
+}
+
+#[test]
+fn hostile_rules_are_rejected_before_loading() {
+    for rule in [
+        "halt",
+        "assertz(tool_call(1, book_flight, x))",
+        "retract(tool_call(_, _, _))",
+        "unknown_predicate(X)",
+        "call(halt)",
+        "X = f(Y), call(X)",
+        "open('/etc/passwd', read, S)",
+        "X is 7 ^ 99999999",
+        "atom_codes(A, [0'a])",
+        "this is not prolog",
+    ] {
+        let task = task_with_rule(rule);
+        assert!(
+            matches!(
+                RubricProgram::compile(&task),
+                Err(RubricError::Rejected { .. })
+            ),
+            "{rule} was accepted"
+        );
+        assert!(task.validate(ValidateOptions::default()).is_err());
+    }
+    let deep = format!("X = {}a{}", "[".repeat(100), "]".repeat(100));
+    assert!(RubricProgram::compile(&task_with_rule(&deep)).is_err());
+    let flood: Vec<String> = (0..1000).map(|i| format!("x{i}")).collect();
+    let flood = format!("X = [{}]", flood.join(","));
+    assert!(RubricProgram::compile(&task_with_rule(&flood)).is_err());
+}
+
+#[test]
+fn runaway_rules_stop_at_the_inference_limit_and_the_engine_stays_usable() {
+    let task = trip_task();
+    let program = RubricProgram::compile(&task).unwrap();
+    for rule in [
+        "between(1, 1000000000, X), X < 0",
+        "findall(X, between(1, 1000000000, X), L)",
+        "tool_call(_, _, A), forall(between(1, 1000000000, N), N > 0)",
+    ] {
+        let bad = task_with_rule(rule);
+        let bad_program = RubricProgram::compile(&bad).unwrap();
+        let err = scorer()
+            .score(&bad, &bad_program, &good_trajectory(), None)
+            .unwrap_err();
+        assert!(
+            matches!(err, RubricError::InferenceLimit { .. }),
+            "{rule}: {err}"
+        );
+        let ok = scorer()
+            .score(&task, &program, &good_trajectory(), None)
+            .unwrap();
+        assert_eq!(ok.reward, 1.0);
+    }
+    // A type error inside a rule is an error for that item, not a reward.
+    let bad = task_with_rule("X = a, Y is X + 1");
+    let p = RubricProgram::compile(&bad).unwrap();
+    let err = scorer()
+        .score(&bad, &p, &good_trajectory(), None)
+        .unwrap_err();
+    assert!(matches!(err, RubricError::ItemError { .. }), "{err}");
+}
+
+#[test]
+fn items_without_rules_need_a_judge() {
+    let mut task = trip_task();
+    task.rubric.subgoals[0].rule = None;
+    assert!(task.validate(ValidateOptions::default()).is_err());
+    assert!(
+        task.validate(ValidateOptions {
+            judge_available: true
+        })
+        .is_ok()
+    );
+    let program = RubricProgram::compile(&task).unwrap();
+    let err = scorer()
+        .score(&task, &program, &good_trajectory(), None)
+        .unwrap_err();
+    assert!(matches!(err, RubricError::JudgeRequired(_)));
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 48, ..ProptestConfig::default() })]
+
+    #[test]
+    fn reward_properties(keep in proptest::collection::vec(any::<bool>(), 10), seed in any::<u64>()) {
+        let task = trip_task();
+        let events: Vec<Event> = good_events()
+            .into_iter()
+            .zip(&keep)
+            .filter(|(_, k)| **k)
+            .map(|(e, _)| e)
+            .collect();
+        let t = Trajectory { events, final_state: None, state_matches: Some(false), turns: 5 };
+        let r = score(&task, &t);
+        prop_assert!((0.0..=1.0).contains(&r.reward));
+        if r.forbidden_violated {
+            prop_assert_eq!(r.reward, 0.0);
+        }
+        // Determinism and independence of fact order.
+        let mut shuffled = t.clone();
+        let n = shuffled.events.len();
+        let mut s = seed;
+        for i in (1..n).rev() {
+            s = s.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            shuffled.events.swap(i, (s >> 33) as usize % (i + 1));
+        }
+        prop_assert_eq!(&score(&task, &shuffled), &r);
+        // Completing more sub-goals never lowers the reward.
+        let mut more = t.clone();
+        more.events.push(Event::ToolCall {
+            step: 7,
+            tool: "search_flights".into(),
+            args: json!({"destination": "Oslo", "date": "x"}),
+        });
+        more.events.push(Event::Answered { step: 8, text: "booked".into() });
+        more.state_matches = Some(true);
+        let r2 = score(&task, &more);
+        prop_assert!(r2.subgoal_fraction >= r.subgoal_fraction);
+        prop_assert!(r2.reward >= r.reward, "{} < {}", r2.reward, r.reward);
+    }
+
+    #[test]
+    fn combine_is_monotone_in_subgoals(a in 0.0f64..=1.0, b in 0.0f64..=1.0, i in 0.0f64..=1.0, f in any::<bool>()) {
+        for v in [RewardVariant::Paper, RewardVariant::PeerWeighted, RewardVariant::PeerStrict] {
+            let (lo, hi) = if a <= b { (a, b) } else { (b, a) };
+            prop_assert!(v.combine(f, lo, i) <= v.combine(f, hi, i));
+            prop_assert!((0.0..=1.0).contains(&v.combine(f, hi, i)));
+        }
+    }
+}
