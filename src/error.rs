@@ -12,6 +12,9 @@ pub enum Error {
     /// A question query could not be compiled or decoded.
     #[error(transparent)]
     Query(#[from] crate::question::QueryError),
+    /// PhantomWiki output could not be read or interpreted.
+    #[error(transparent)]
+    PhantomWiki(#[from] crate::dataset::phantomwiki::PhantomWikiError),
     /// The Prolog engine reported an error.
     #[error(transparent)]
     Engine(#[from] crate::engine::EngineError),

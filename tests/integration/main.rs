@@ -2,6 +2,7 @@
 
 mod engine;
 mod grpo;
+mod phantomwiki;
 mod questions;
 mod retrieval;
 mod retrieval_server;

@@ -1,0 +1,164 @@
+//! PhantomWiki compatibility: every question of PhantomWiki 1.0.3's own output (easy and hard
+//! mode) gets the same answer set from rulegym's engine and rule base on the imported universe,
+//! and rulegym's articles state the same sentences and facts. Fixtures: tests/fixtures/PHANTOMWIKI.md.
+
+use rulegym::dataset::phantomwiki::{DirReport, PwDir, compile_query, read_dir, verify_dir};
+use rulegym::relations::RELATIONS;
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+fn fixture(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures")
+        .join(name)
+}
+
+const FIXTURES: [&str; 3] = [
+    "phantomwiki-n100-seed1",
+    "phantomwiki-hard-n100-seed1",
+    "phantomwiki-hard-t20-s25-seed2",
+];
+
+fn check(name: &str) -> (PwDir, DirReport) {
+    let pw = read_dir(&fixture(name)).unwrap();
+    let report = verify_dir(&pw).unwrap();
+    let q = &report.questions;
+    assert_eq!(q.questions, 380, "{name}: 38 templates x 10");
+    assert_eq!(
+        (q.agree, q.disagree, q.errors),
+        (380, 0, 0),
+        "{name}: disagreements {:#?}\nerrors {:#?}",
+        q.disagreements,
+        q.error_details
+    );
+    assert_eq!(
+        q.oracle_disagree, 0,
+        "{name}: engine and native oracle differ"
+    );
+    assert_eq!(
+        q.text_differs, 0,
+        "{name}: rulegym renders other question text: {:?}",
+        q.text_examples
+    );
+    let a = report.articles.as_ref().expect("articles.json is present");
+    assert!(a.sentences_agree(), "{name}: {a:#?}");
+    assert_eq!(a.articles, pw.universe.people.len());
+    assert_eq!(a.identical + a.order_only, a.articles);
+    (pw, report)
+}
+
+#[test]
+fn easy_mode_fixture_agrees() {
+    let (pw, report) = check(FIXTURES[0]);
+    assert_eq!((report.people, report.trees), (103, 10));
+    // Easy mode: only the 12 easy relations appear.
+    let used = relations_used(&pw);
+    assert!(
+        used.iter()
+            .all(|r| rulegym::relations::relation(r).unwrap().easy),
+        "{used:?}"
+    );
+}
+
+#[test]
+fn hard_mode_fixture_agrees() {
+    check(FIXTURES[1]);
+}
+
+#[test]
+fn hard_mode_fixture_with_large_trees_covers_every_relation_and_agrees() {
+    let (pw, report) = check(FIXTURES[2]);
+    assert_eq!((report.people, report.trees), (505, 20));
+    let used = relations_used(&pw);
+    let all: BTreeSet<String> = RELATIONS.iter().map(|r| r.name.to_owned()).collect();
+    assert_eq!(used, all, "the fixture asks about all 45 relations");
+}
+
+/// Relations named in the fixture's queries (compiled, so only relations of the rule base).
+fn relations_used(pw: &PwDir) -> BTreeSet<String> {
+    let mut used = BTreeSet::new();
+    for q in &pw.questions {
+        let query = compile_query(&q.prolog.query, &q.prolog.answer).unwrap();
+        for chain in query.chains() {
+            used.extend(chain.hops().map(str::to_owned));
+        }
+        if let rulegym::question::Query::HowMany(_, r) = &query {
+            used.insert(r.clone());
+        }
+    }
+    used
+}
+
+#[test]
+fn a_changed_answer_is_a_disagreement() {
+    let mut pw = read_dir(&fixture(FIXTURES[0])).unwrap();
+    pw.questions[5].answer.push("Nobody Atall".into());
+    pw.questions[7].answer.clear();
+    pw.questions[9].prolog.query[0] = "friend(Y_4, Y_2".into();
+    let report = verify_dir(&pw).unwrap();
+    let q = &report.questions;
+    assert_eq!((q.agree, q.disagree, q.errors), (377, 2, 1));
+    assert_eq!(
+        q.disagreements.iter().map(|d| d.index).collect::<Vec<_>>(),
+        [5, 7]
+    );
+    assert!(
+        q.error_details[0]
+            .error
+            .as_ref()
+            .unwrap()
+            .contains("column")
+    );
+    assert!(!report.ok());
+}
+
+#[test]
+fn cli_prints_the_summary_and_fails_on_disagreement() {
+    let bin = env!("CARGO_BIN_EXE_rulegym");
+    let ok = Command::new(bin)
+        .args(["phantomwiki", "verify", "--compact"])
+        .arg(fixture(FIXTURES[0]))
+        .output()
+        .unwrap();
+    assert!(
+        ok.status.success(),
+        "{}",
+        String::from_utf8_lossy(&ok.stderr)
+    );
+    let json: serde_json::Value = serde_json::from_slice(&ok.stdout).unwrap();
+    assert_eq!(json["questions"], 380);
+    assert_eq!(json["agree"], 380);
+    assert_eq!(json["disagree"], 0);
+    assert_eq!(json["errors"], 0);
+    assert_eq!(json["disagreements"].as_array().unwrap().len(), 0);
+
+    // A copy with one wrong answer: exit status 1 and the question listed.
+    let dir = tempfile::tempdir().unwrap();
+    for file in ["facts.pl", "articles.json"] {
+        std::fs::copy(fixture(FIXTURES[0]).join(file), dir.path().join(file)).unwrap();
+    }
+    let text = std::fs::read_to_string(fixture(FIXTURES[0]).join("questions.json")).unwrap();
+    let mut questions: serde_json::Value = serde_json::from_str(&text).unwrap();
+    questions[3]["answer"] = serde_json::json!(["Nobody Atall"]);
+    std::fs::write(dir.path().join("questions.json"), questions.to_string()).unwrap();
+    let bad = Command::new(bin)
+        .args(["phantomwiki", "verify", "--compact"])
+        .arg(dir.path())
+        .output()
+        .unwrap();
+    assert_eq!(bad.status.code(), Some(1));
+    let json: serde_json::Value = serde_json::from_slice(&bad.stdout).unwrap();
+    assert_eq!(json["disagree"], 1);
+    assert_eq!(json["disagreements"][0]["index"], 3);
+    assert!(String::from_utf8_lossy(&bad.stderr).contains("1 of 380 questions disagree"));
+
+    // A missing directory is an error, not a panic.
+    let missing = Command::new(bin)
+        .args(["phantomwiki", "verify"])
+        .arg(dir.path().join("nope"))
+        .output()
+        .unwrap();
+    assert_eq!(missing.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&missing.stderr).contains("facts.pl"));
+}
