@@ -97,7 +97,11 @@ la, ga = torch_autograd()
 lh, gh = torch_hand()
 ln, gn = np_hand()
 assert abs(la - lh) < 1e-5 * max(1.0, abs(la)) and abs(la - ln) < 1e-5 * max(1.0, abs(la)), (la, lh, ln)
-assert torch.allclose(ga, gh, rtol=1e-4, atol=1e-12)
+# Autograd splits the gradient of min() at ties, so tokens whose f32 ratio sits exactly on a
+# clip boundary (a few in 8M) get half; compare everywhere else.
+rho32 = torch.exp(t_new0 - t_old)
+off_boundary = (rho32 != 1 - clip_lo) & (rho32 != 1 + clip_hi)
+assert torch.allclose(ga[off_boundary], gh[off_boundary], rtol=1e-4, atol=1e-12)
 tokens = seqs * length
 for name, f in [("pytorch forward+autograd backward", torch_autograd),
                 ("pytorch forward + hand gradient", torch_hand),
