@@ -6,8 +6,10 @@ use std::process::ExitCode;
 mod generate;
 mod grpo;
 mod index;
+mod oracle;
 mod phantomwiki;
 mod questions;
+mod score;
 mod search;
 mod serve;
 
@@ -25,6 +27,10 @@ enum Command {
     Generate(generate::Args),
     /// Generate more question sets for an existing universe directory.
     Questions(questions::Args),
+    /// Replay proof-derived oracle trajectories in the search environment.
+    Oracle(oracle::Args),
+    /// Score predictions against gold answers (F1, EM, precision, recall per line).
+    Score(score::Args),
     /// GRPO advantages, loss, gradient and metrics for a batch in a JSON file.
     Grpo(grpo::Args),
     /// Encode a corpus (or several, pooled) into a search index file.
@@ -43,6 +49,8 @@ pub fn main() -> ExitCode {
     let result = match cli.command {
         Command::Generate(args) => generate::run(args),
         Command::Questions(args) => questions::run(args),
+        Command::Oracle(args) => oracle::run(args),
+        Command::Score(args) => score::run(args),
         Command::Grpo(args) => grpo::run(args),
         Command::Index(args) => index::run(args),
         Command::Phantomwiki(args) => phantomwiki::run(args),

@@ -2,6 +2,9 @@
 //! and the tool-use environment share [`Step`], [`Span`] and the metadata conventions, so one
 //! trainer adapter and one conformance test serve both.
 
+pub mod oracle;
+pub mod search;
+
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 

@@ -6,5 +6,6 @@ mod phantomwiki;
 mod questions;
 mod retrieval;
 mod retrieval_server;
+mod search_env;
 mod tool_rubric;
 mod universe;

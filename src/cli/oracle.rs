@@ -1,0 +1,86 @@
+//! `rulegym oracle`: proof-derived trajectories replayed in the search environment.
+
+use crate::dataset::{load_universe, write_file_atomic};
+use crate::env::oracle::replay;
+use crate::env::search::{Retriever, SearchEnvConfig};
+use crate::question::Question;
+use crate::retrieval::SearchIndex;
+use crate::{Error, Result};
+use std::path::PathBuf;
+use std::sync::Arc;
+
+/// Flags of `rulegym oracle`.
+#[derive(clap::Args, Debug)]
+pub struct Args {
+    /// A directory written by `rulegym generate` (universe and questions.jsonl).
+    #[arg(long)]
+    dataset: PathBuf,
+    /// An index built by `rulegym index` over the dataset's articles.jsonl.
+    #[arg(long)]
+    index: PathBuf,
+    /// Output JSONL: one line per question (id, messages, f1, retrieval_misses, failure).
+    #[arg(long)]
+    out: PathBuf,
+    /// Passages per search.
+    #[arg(long, default_value_t = 3)]
+    top_k: usize,
+}
+
+/// Reads `questions.jsonl` of a dataset directory.
+pub fn read_questions(path: &std::path::Path) -> Result<Vec<Question>> {
+    let text = std::fs::read_to_string(path).map_err(|source| Error::Io {
+        context: format!("reading {}", path.display()),
+        source,
+    })?;
+    text.lines()
+        .enumerate()
+        .filter(|(_, l)| !l.trim().is_empty())
+        .map(|(i, line)| {
+            serde_json::from_str(line).map_err(|source| Error::Json {
+                context: format!("{} line {}", path.display(), i + 1),
+                source,
+            })
+        })
+        .collect()
+}
+
+/// Runs `rulegym oracle`.
+pub fn run(args: Args) -> Result<()> {
+    let universe = load_universe(&args.dataset)?;
+    let questions = read_questions(&args.dataset.join("questions.jsonl"))?;
+    let index: Arc<dyn Retriever> = Arc::new(SearchIndex::load(&args.index)?);
+    let config = SearchEnvConfig {
+        top_k: args.top_k,
+        ..SearchEnvConfig::default()
+    };
+    let mut out = Vec::new();
+    let (mut perfect, mut reasons) = (0usize, std::collections::BTreeMap::<String, usize>::new());
+    for q in &questions {
+        let t = replay(&universe, index.clone(), &config, q)?;
+        if t.f1 == 1.0 {
+            perfect += 1;
+        } else {
+            let reason = if t.retrieval_misses.is_empty() {
+                "answer"
+            } else {
+                "retrieval miss"
+            };
+            *reasons.entry(reason.to_owned()).or_default() += 1;
+        }
+        serde_json::to_writer(&mut out, &t).map_err(|source| Error::Json {
+            context: "serialising a trajectory".into(),
+            source,
+        })?;
+        out.push(b'\n');
+    }
+    write_file_atomic(&args.out, &out)?;
+    println!(
+        "{perfect} of {} oracle trajectories replay to F1 = 1 ({:.1}%)",
+        questions.len(),
+        100.0 * perfect as f64 / questions.len().max(1) as f64
+    );
+    for (reason, n) in reasons {
+        println!("  {n} failed: {reason}");
+    }
+    Ok(())
+}

@@ -1,0 +1,75 @@
+//! `rulegym score`: answer scores for (gold answers, prediction) pairs, one JSON line each.
+
+use crate::reward::answer::{ScoreMode, last_answer, score};
+use crate::{Error, Result};
+use serde::Deserialize;
+use std::io::{BufRead, Write};
+use std::path::PathBuf;
+
+/// Flags of `rulegym score`.
+#[derive(clap::Args, Debug)]
+pub struct Args {
+    /// JSONL lines `{"answers": [...], "prediction": "..."}`; `-` reads stdin.
+    #[arg(long)]
+    pairs: PathBuf,
+    /// Normalisation: squad (default) or phantomwiki.
+    #[arg(long, default_value = "squad")]
+    mode: String,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Pair {
+    answers: Vec<String>,
+    prediction: String,
+}
+
+/// Runs `rulegym score`; a malformed line is an error naming the line.
+pub fn run(args: Args) -> Result<()> {
+    let mode = match args.mode.as_str() {
+        "squad" => ScoreMode::Squad,
+        "phantomwiki" => ScoreMode::Phantomwiki,
+        other => {
+            return Err(Error::Config(format!(
+                "unknown --mode {other:?} (squad, phantomwiki)"
+            )));
+        }
+    };
+    let reader: Box<dyn BufRead> = if args.pairs.as_os_str() == "-" {
+        Box::new(std::io::stdin().lock())
+    } else {
+        let file = std::fs::File::open(&args.pairs).map_err(|source| Error::Io {
+            context: format!("opening {}", args.pairs.display()),
+            source,
+        })?;
+        Box::new(std::io::BufReader::new(file))
+    };
+    let stdout = std::io::stdout();
+    let mut out = std::io::BufWriter::new(stdout.lock());
+    for (i, line) in reader.lines().enumerate() {
+        let line = line.map_err(|source| Error::Io {
+            context: format!("reading line {}", i + 1),
+            source,
+        })?;
+        let pair: Pair = serde_json::from_str(&line).map_err(|source| Error::Json {
+            context: format!("line {}", i + 1),
+            source,
+        })?;
+        // A prediction with <answer> tags is scored on its last answer; plain text as is.
+        let text = last_answer([pair.prediction.as_str()]).unwrap_or(pair.prediction);
+        let s = score(&text, &pair.answers, mode);
+        writeln!(
+            out,
+            "{}",
+            serde_json::json!({"f1": s.f1, "em": s.em, "precision": s.precision, "recall": s.recall})
+        )
+        .map_err(|source| Error::Io {
+            context: "writing stdout".into(),
+            source,
+        })?;
+    }
+    out.flush().map_err(|source| Error::Io {
+        context: "writing stdout".into(),
+        source,
+    })
+}

@@ -1,0 +1,304 @@
+//! The search environment: Search-R1's multi-turn protocol over a retriever, rewarded by set F1
+//! against the engine-verified gold answers.
+//!
+//! Protocol (as Search-R1's rollout code): only the action text up to the first `</search>` or
+//! `</answer>` counts; the first complete `<search>...</search>` or `<answer>...</answer>` decides;
+//! a search appends `\n\n<information>Doc 1(Title: "T") text\n...</information>\n\n` with the top-k
+//! passages; an answer ends the episode with its reward; neither tag gives Search-R1's "invalid
+//! action" observation (or ends the episode when configured); the turn cap ends it with reward 0.
+
+use super::{Environment, Message, Span, Step};
+use crate::retrieval::SearchIndex;
+use crate::reward::answer::{ScoreMode, score};
+use serde::{Deserialize, Serialize};
+use serde_json::json;
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+/// Search-R1's observation for an action with neither tag.
+pub const INVALID_ACTION: &str = "\nMy previous action is invalid. If I want to search, I should put the query between <search> and </search>. If I want to give the final answer, I should put the answer between <answer> and </answer>. Let me try again.\n";
+
+/// The default instruction (Search-R1's, asking for a comma-separated list of all answers).
+pub const DEFAULT_PROMPT: &str = "Answer the given question. You must conduct reasoning inside <think> and </think> first every time you get new information. After reasoning, if you find you lack some knowledge, you can call a search engine by <search> query </search> and it will return the top searched results between <information> and </information>. You can search as many times as your want. If you find no further external knowledge needed, you can directly provide the answer inside <answer> and </answer>, without detailed illustrations. If there are several answers, list them all, separated by commas. For example, <answer> Beijing </answer>. Question: {question}\n";
+
+/// A retrieved passage.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Passage {
+    /// Document id.
+    pub id: String,
+    /// `"Title"\ntext` (Search-R1 corpus format).
+    pub contents: String,
+}
+
+/// Anything that returns the top-k passages for queries (an index in memory, a remote server).
+pub trait Retriever: Send + Sync {
+    /// Top-`k` passages for each query, best first.
+    fn retrieve(&self, queries: &[&str], k: usize) -> crate::Result<Vec<Vec<Passage>>>;
+}
+
+impl Retriever for SearchIndex {
+    fn retrieve(&self, queries: &[&str], k: usize) -> crate::Result<Vec<Vec<Passage>>> {
+        let docs = self.docs();
+        Ok(self
+            .search(queries, k.min(docs.len()).max(1))?
+            .into_iter()
+            .map(|hits| {
+                hits.into_iter()
+                    .map(|h| {
+                        let d = &docs[h.index as usize];
+                        Passage {
+                            id: d.id.clone(),
+                            contents: d.contents.clone(),
+                        }
+                    })
+                    .collect()
+            })
+            .collect())
+    }
+}
+
+/// Knobs of the search environment.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct SearchEnvConfig {
+    /// Passages per search.
+    pub top_k: usize,
+    /// Turn cap (10 in training, 20 at evaluation in the paper).
+    pub max_turns: usize,
+    /// End the episode (reward 0) on an action with neither tag, instead of the invalid-action
+    /// observation.
+    pub end_on_invalid: bool,
+    /// Answer normalisation.
+    pub score_mode: ScoreMode,
+    /// The user prompt; `{question}` is replaced by the question.
+    pub prompt: String,
+    /// An optional system prompt.
+    pub system_prompt: Option<String>,
+}
+
+impl Default for SearchEnvConfig {
+    fn default() -> Self {
+        SearchEnvConfig {
+            top_k: 3,
+            max_turns: 10,
+            end_on_invalid: false,
+            score_mode: ScoreMode::Squad,
+            prompt: DEFAULT_PROMPT.to_owned(),
+            system_prompt: None,
+        }
+    }
+}
+
+impl SearchEnvConfig {
+    /// Checks every knob.
+    pub fn validate(&self) -> crate::Result<()> {
+        if !(1..=100).contains(&self.top_k) {
+            return Err(crate::Error::Config(format!(
+                "top_k must be in 1..=100, got {}",
+                self.top_k
+            )));
+        }
+        if !(1..=1000).contains(&self.max_turns) {
+            return Err(crate::Error::Config(format!(
+                "max_turns must be in 1..=1000, got {}",
+                self.max_turns
+            )));
+        }
+        if !self.prompt.contains("{question}") {
+            return Err(crate::Error::Config(
+                "prompt must contain {question}".into(),
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// One question as the environment needs it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SearchTask {
+    /// The question.
+    pub question: String,
+    /// Gold answers.
+    pub answers: Vec<String>,
+    /// Ids of the articles on the question's proof path (for the "gold retrieved" metric).
+    pub gold_docs: Vec<String>,
+}
+
+/// One episode of the search environment. Cheap to construct (an `Arc` and the task).
+pub struct SearchEnv {
+    retriever: Arc<dyn Retriever>,
+    config: SearchEnvConfig,
+    task: SearchTask,
+    turn: usize,
+    searches: usize,
+    done: bool,
+}
+
+impl SearchEnv {
+    /// An episode for `task` (the config is validated).
+    pub fn new(
+        retriever: Arc<dyn Retriever>,
+        config: SearchEnvConfig,
+        task: SearchTask,
+    ) -> crate::Result<Self> {
+        config.validate()?;
+        Ok(SearchEnv {
+            retriever,
+            config,
+            task,
+            turn: 0,
+            searches: 0,
+            done: false,
+        })
+    }
+
+    /// The task of this episode.
+    pub fn task(&self) -> &SearchTask {
+        &self.task
+    }
+}
+
+/// The action up to the end of the first `</search>` or `</answer>`, as Search-R1's stop strings.
+pub fn truncate_action(action: &str) -> &str {
+    let end = ["</search>", "</answer>"]
+        .iter()
+        .filter_map(|t| action.find(t).map(|i| i + t.len()))
+        .min();
+    end.map_or(action, |e| &action[..e])
+}
+
+/// The first complete `<search>...</search>` or `<answer>...</answer>`: (tag, content).
+pub fn parse_action(action: &str) -> Option<(&'static str, &str)> {
+    let mut best: Option<(usize, &'static str, &str)> = None;
+    for tag in ["search", "answer"] {
+        let open = format!("<{tag}>");
+        let close = format!("</{tag}>");
+        let mut from = 0;
+        while let Some(start) = action[from..].find(&open).map(|i| i + from) {
+            let body = start + open.len();
+            if let Some(end) = action[body..].find(&close) {
+                if best.is_none_or(|(s, _, _)| start < s) {
+                    best = Some((start, tag, &action[body..body + end]));
+                }
+                break;
+            }
+            from = body;
+        }
+    }
+    best.map(|(_, tag, content)| (tag, content))
+}
+
+/// Search-R1's `<information>` block for passages.
+pub fn information(passages: &[Passage]) -> String {
+    let mut refs = String::new();
+    for (i, p) in passages.iter().enumerate() {
+        let (title, text) = p.contents.split_once('\n').unwrap_or((&p.contents, ""));
+        refs.push_str(&format!("Doc {}(Title: {title}) {text}\n", i + 1));
+    }
+    format!("\n\n<information>{}</information>\n\n", refs.trim())
+}
+
+impl SearchEnv {
+    fn finish(&mut self, reward: f64, meta: BTreeMap<String, serde_json::Value>) -> Step {
+        self.done = true;
+        Step {
+            observations: Vec::new(),
+            reward,
+            done: true,
+            metadata: meta,
+            env_spans: Vec::new(),
+        }
+    }
+
+    fn observe(&mut self, text: String, meta: BTreeMap<String, serde_json::Value>) -> Step {
+        let span = Span {
+            start: 0,
+            end: text.len(),
+        };
+        Step {
+            observations: vec![Message::new("user", text)],
+            reward: 0.0,
+            done: false,
+            metadata: meta,
+            env_spans: vec![span],
+        }
+    }
+}
+
+impl Environment for SearchEnv {
+    fn reset(&mut self) -> crate::Result<Vec<Message>> {
+        self.turn = 0;
+        self.searches = 0;
+        self.done = false;
+        let mut messages = Vec::new();
+        if let Some(system) = &self.config.system_prompt {
+            messages.push(Message::new("system", system.clone()));
+        }
+        messages.push(Message::new(
+            "user",
+            self.config
+                .prompt
+                .replace("{question}", &self.task.question),
+        ));
+        Ok(messages)
+    }
+
+    fn step(&mut self, action: &str) -> crate::Result<Step> {
+        if self.done {
+            return Err(crate::Error::Config("step after the episode ended".into()));
+        }
+        self.turn += 1;
+        let mut meta = BTreeMap::from([("turn".to_owned(), json!(self.turn))]);
+        let action = truncate_action(action);
+        let step = match parse_action(action) {
+            Some(("answer", content)) => {
+                let s = score(content, &self.task.answers, self.config.score_mode);
+                meta.insert("answer".into(), json!(content.trim()));
+                meta.insert("f1".into(), json!(s.f1));
+                meta.insert("em".into(), json!(s.em));
+                meta.insert("precision".into(), json!(s.precision));
+                meta.insert("recall".into(), json!(s.recall));
+                if s.f1 == 0.0 && content.trim().is_empty() {
+                    meta.insert("reason".into(), json!("empty answer"));
+                }
+                meta.insert("searches".into(), json!(self.searches));
+                return Ok(self.finish(s.f1, meta));
+            }
+            Some((_, query)) if !query.trim().is_empty() => {
+                let query = query.trim();
+                self.searches += 1;
+                let passages = self
+                    .retriever
+                    .retrieve(&[query], self.config.top_k)?
+                    .into_iter()
+                    .next()
+                    .unwrap_or_default();
+                let ids: Vec<&str> = passages.iter().map(|p| p.id.as_str()).collect();
+                let gold = ids
+                    .iter()
+                    .any(|id| self.task.gold_docs.iter().any(|g| g == id));
+                meta.insert("query".into(), json!(query));
+                meta.insert("retrieved_ids".into(), json!(ids));
+                meta.insert("gold_retrieved".into(), json!(gold));
+                Some(information(&passages))
+            }
+            Some(_) => {
+                meta.insert("reason".into(), json!("empty search query"));
+                None
+            }
+            None => {
+                meta.insert("reason".into(), json!("neither <search> nor <answer>"));
+                None
+            }
+        };
+        meta.insert("searches".into(), json!(self.searches));
+        let invalid = step.is_none();
+        if (invalid && self.config.end_on_invalid) || self.turn >= self.config.max_turns {
+            if !invalid || self.turn >= self.config.max_turns {
+                meta.insert("reason".into(), json!("turn cap reached without an answer"));
+            }
+            return Ok(self.finish(0.0, meta));
+        }
+        Ok(self.observe(step.unwrap_or_else(|| INVALID_ACTION.to_owned()), meta))
+    }
+}

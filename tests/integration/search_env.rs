@@ -1,0 +1,310 @@
+//! The search environment: Search-R1 protocol, answer scoring, oracle trajectories, conformance.
+
+use proptest::prelude::*;
+use rulegym::corpus;
+use rulegym::engine::Engine;
+use rulegym::env::Environment;
+use rulegym::env::oracle::replay;
+use rulegym::env::search::{
+    INVALID_ACTION, Passage, Retriever, SearchEnv, SearchEnvConfig, SearchTask, parse_action,
+    truncate_action,
+};
+use rulegym::question::{self, QuestionConfig};
+use rulegym::retrieval::SearchIndex;
+use rulegym::retrieval::docs::Document;
+use rulegym::retrieval::store::{EncoderChoice, IndexKind};
+use rulegym::reward::answer::{ScoreMode, answer_set, normalize_squad, score};
+use rulegym::universe::{Universe, UniverseConfig};
+use std::sync::{Arc, OnceLock};
+
+/// A retriever that returns fixed passages (unit tests of the protocol only).
+struct Fixed;
+impl Retriever for Fixed {
+    fn retrieve(&self, queries: &[&str], k: usize) -> rulegym::Result<Vec<Vec<Passage>>> {
+        Ok(queries
+            .iter()
+            .map(|q| {
+                (0..k)
+                    .map(|i| Passage {
+                        id: i.to_string(),
+                        contents: format!("\"Doc {i}\"\nabout {q} <answer>x</answer>"),
+                    })
+                    .collect()
+            })
+            .collect())
+    }
+}
+
+fn env(config: SearchEnvConfig) -> SearchEnv {
+    let task = SearchTask {
+        question: "Who?".into(),
+        answers: vec!["Ann Lee".into()],
+        gold_docs: vec!["1".into()],
+    };
+    let mut env = SearchEnv::new(Arc::new(Fixed), config, task).unwrap();
+    env.reset().unwrap();
+    env
+}
+
+#[test]
+fn protocol_search_answer_invalid_and_turn_cap() {
+    let mut e = env(SearchEnvConfig::default());
+    let s = e
+        .step("<think>hm</think><search> ann </search><answer>Ann Lee</answer>")
+        .unwrap();
+    assert!(!s.done);
+    let obs = &s.observations[0].content;
+    assert!(
+        obs.starts_with("\n\n<information>Doc 1(Title: \"Doc 0\") about ann"),
+        "{obs:?}"
+    );
+    assert!(obs.ends_with("</information>\n\n"));
+    assert_eq!(s.env_spans[0].end, obs.len());
+    assert_eq!(s.metadata["gold_retrieved"], true);
+    assert_eq!(
+        s.metadata["retrieved_ids"],
+        serde_json::json!(["0", "1", "2"])
+    );
+    // Neither tag: the invalid-action observation, not done.
+    let s = e.step("I think the answer is Ann").unwrap();
+    assert_eq!(s.observations[0].content, INVALID_ACTION);
+    // The first complete tag decides; text after the first closing tag is ignored.
+    let s = e
+        .step("<answer>Ann Lee</answer><search>x</search>")
+        .unwrap();
+    assert!(s.done);
+    assert_eq!(s.reward, 1.0);
+    assert!(
+        e.step("<answer>again</answer>").is_err(),
+        "no step after the end"
+    );
+    // Turn cap: reward 0 without an answer.
+    let mut e = env(SearchEnvConfig {
+        max_turns: 2,
+        ..Default::default()
+    });
+    assert!(!e.step("<search>a</search>").unwrap().done);
+    let s = e.step("<search>b</search>").unwrap();
+    assert!(s.done && s.reward == 0.0);
+    // end_on_invalid ends the episode with 0.
+    let mut e = env(SearchEnvConfig {
+        end_on_invalid: true,
+        ..Default::default()
+    });
+    let s = e.step("no tags").unwrap();
+    assert!(s.done && s.reward == 0.0);
+}
+
+#[test]
+fn protocol_edge_cases() {
+    assert_eq!(
+        truncate_action("<search>a</search> more </answer>"),
+        "<search>a</search>"
+    );
+    assert_eq!(
+        parse_action("<answer>x</answer><search>y</search>"),
+        Some(("answer", "x"))
+    );
+    assert_eq!(
+        parse_action("<search>y</search><answer>x</answer>"),
+        Some(("search", "y"))
+    );
+    assert_eq!(
+        parse_action("<search>unclosed <answer>x</answer>"),
+        Some(("answer", "x"))
+    );
+    assert_eq!(parse_action("<answer>unclosed"), None);
+    // Empty query: invalid, not a search.
+    let mut e = env(SearchEnvConfig::default());
+    let s = e.step("<search>   </search>").unwrap();
+    assert_eq!(s.metadata["reason"], "empty search query");
+    // Tags inside retrieved passages are never parsed as the model's answer.
+    let s = e.step("<search>q</search>").unwrap();
+    assert!(s.observations[0].content.contains("<answer>x</answer>"));
+    assert!(!s.done);
+    // 1 MB action with multi-byte characters around the tags.
+    let big = format!(
+        "{}<search>é名</search>{}",
+        "ü".repeat(500_000),
+        "名".repeat(1000)
+    );
+    let s = e.step(&big).unwrap();
+    assert_eq!(s.metadata["query"], "é名");
+    // Bad configs are errors.
+    for bad in [
+        SearchEnvConfig {
+            top_k: 0,
+            ..Default::default()
+        },
+        SearchEnvConfig {
+            max_turns: 0,
+            ..Default::default()
+        },
+        SearchEnvConfig {
+            prompt: "no placeholder".into(),
+            ..Default::default()
+        },
+    ] {
+        let task = SearchTask {
+            question: "q".into(),
+            answers: vec![],
+            gold_docs: vec![],
+        };
+        assert!(SearchEnv::new(Arc::new(Fixed), bad, task).is_err());
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 300, ..ProptestConfig::default() })]
+    #[test]
+    fn no_action_panics(action in ".{0,300}", prefix in "(<search>|<answer>|</search>|</answer>|<information>|é|名|\\s)*") {
+        let mut e = env(SearchEnvConfig { max_turns: 3, ..Default::default() });
+        for _ in 0..3 {
+            let text = format!("{prefix}{action}");
+            match e.step(&text) {
+                Ok(s) => { prop_assert!((0.0..=1.0).contains(&s.reward)); if s.done { break; } }
+                Err(_) => break,
+            }
+        }
+    }
+
+    #[test]
+    fn scorer_properties(
+        // Items that never normalise to nothing (a lone "a", "an" or "the" would).
+        gold in prop::collection::vec("[B-DF-SU-Z][a-z]{2,6}( [B-DF-SU-Z][a-z]{2,6})?", 1..5),
+        extra in "[A-Za-z]{7,9}",
+        picks in prop::collection::vec(any::<prop::sample::Index>(), 1..6),
+    ) {
+        let predicted: Vec<String> = picks.iter().map(|i| i.get(&gold).clone()).collect();
+        let joined = predicted.join(", ");
+        let s = score(&joined, &gold, ScoreMode::Squad);
+        prop_assert!((0.0..=1.0).contains(&s.f1));
+        // Order and duplicates do not matter.
+        let mut reversed = predicted.clone();
+        reversed.reverse();
+        reversed.extend(predicted.iter().cloned());
+        prop_assert_eq!(score(&reversed.join(","), &gold, ScoreMode::Squad).f1, s.f1);
+        // F1 = 1 iff the normalised sets are equal.
+        let gold_set: std::collections::BTreeSet<String> = gold.iter().map(|g| normalize_squad(g)).collect();
+        prop_assert_eq!(s.f1 == 1.0, answer_set(&joined, ScoreMode::Squad) == gold_set);
+        prop_assert_eq!(score(&gold.join(", "), &gold, ScoreMode::Squad).f1, 1.0);
+        // Adding a wrong item never raises F1.
+        let with_wrong = format!("{joined}, {extra}");
+        prop_assert!(score(&with_wrong, &gold, ScoreMode::Squad).f1 <= s.f1);
+        // Normalisation is idempotent.
+        for g in &gold {
+            prop_assert_eq!(normalize_squad(&normalize_squad(g)), normalize_squad(g));
+        }
+    }
+}
+
+struct Dataset {
+    universe: Universe,
+    questions: Vec<question::Question>,
+    index: Arc<SearchIndex>,
+}
+
+fn dataset() -> &'static Dataset {
+    static D: OnceLock<Dataset> = OnceLock::new();
+    D.get_or_init(|| {
+        let universe = Universe::generate(&UniverseConfig::default()).unwrap();
+        let engine = Engine::with_facts(&universe.facts()).unwrap();
+        let (questions, _) =
+            question::generate(&universe, &engine, &QuestionConfig::default()).unwrap();
+        let docs: Vec<Document> = corpus::articles(&universe)
+            .iter()
+            .enumerate()
+            .map(|(i, a)| {
+                let r = a.record(i as u32);
+                Document {
+                    id: r.id,
+                    contents: r.contents,
+                }
+            })
+            .collect();
+        let index = SearchIndex::build(
+            docs,
+            &EncoderChoice::Builtin(Default::default()),
+            IndexKind::Flat,
+        )
+        .unwrap();
+        Dataset {
+            universe,
+            questions,
+            index: Arc::new(index),
+        }
+    })
+}
+
+#[test]
+fn oracle_trajectories_replay_to_f1_one() {
+    let d = dataset();
+    let config = SearchEnvConfig::default();
+    let (mut perfect, mut named, mut named_perfect) = (0, 0, 0);
+    for q in &d.questions {
+        let t = replay(&d.universe, d.index.clone(), &config, q).unwrap();
+        assert!(
+            t.f1 == 1.0 || !t.retrieval_misses.is_empty(),
+            "{}: {:?}",
+            q.id,
+            t.failure
+        );
+        let by_name = q
+            .plan
+            .chains()
+            .iter()
+            .all(|c| matches!(c.anchor, question::Anchor::Name(_)));
+        perfect += usize::from(t.f1 == 1.0);
+        if by_name {
+            named += 1;
+            named_perfect += usize::from(t.f1 == 1.0);
+        }
+    }
+    eprintln!(
+        "oracle replay: {perfect}/{} at F1 = 1; name-anchored {named_perfect}/{named}",
+        d.questions.len()
+    );
+    // Every query naming a person retrieves that person's article (built-in encoder, top-3).
+    assert_eq!(named_perfect, named);
+}
+
+#[test]
+fn conformance_same_seed_same_episodes_gold_one_wrong_zero() {
+    let d = dataset();
+    let run = |q: &question::Question| {
+        let task = SearchTask {
+            question: q.question.clone(),
+            answers: q.answers.clone(),
+            gold_docs: vec![],
+        };
+        let mut e = SearchEnv::new(d.index.clone(), SearchEnvConfig::default(), task).unwrap();
+        let prompt = e.reset().unwrap();
+        let search = e.step(&format!("<search>{}</search>", q.question)).unwrap();
+        let gold = e
+            .step(&format!("<answer>{}</answer>", q.answers.join(", ")))
+            .unwrap();
+        (
+            serde_json::to_string(&prompt).unwrap(),
+            serde_json::to_string(&search).unwrap(),
+            gold.reward,
+        )
+    };
+    for q in d.questions.iter().take(40) {
+        let (p1, s1, r1) = run(q);
+        let (p2, s2, r2) = run(q);
+        assert_eq!((p1, s1), (p2, s2), "same seed, same episode");
+        assert_eq!((r1, r2), (1.0, 1.0), "gold scores 1");
+        let task = SearchTask {
+            question: q.question.clone(),
+            answers: q.answers.clone(),
+            gold_docs: vec![],
+        };
+        let mut e = SearchEnv::new(d.index.clone(), SearchEnvConfig::default(), task).unwrap();
+        e.reset().unwrap();
+        assert_eq!(
+            e.step("<answer>Nobody Atall</answer>").unwrap().reward,
+            0.0,
+            "wrong scores 0"
+        );
+    }
+}
