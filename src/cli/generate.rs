@@ -1,9 +1,10 @@
 //! `rulegym generate`: universe -> engine -> articles -> dataset directory.
 
+use super::questions::QuestionArgs;
 use crate::corpus;
 use crate::dataset::{universe_files, write_dir_atomic};
 use crate::engine::{Engine, Term, Var};
-use crate::question::{self, AnchorStrategy, Family, QuestionConfig};
+use crate::question;
 use crate::universe::{Universe, UniverseConfig};
 use crate::{Error, Result};
 use indicatif::{ProgressBar, ProgressStyle};
@@ -37,30 +38,8 @@ pub struct Args {
     /// Hard mode: questions may use all 45 relations (recorded in the manifest).
     #[arg(long)]
     hard_mode: bool,
-    /// Question families, comma-separated: base, hops, hops+constraints, hops+comparisons.
-    #[arg(long, value_delimiter = ',', default_value = "base")]
-    families: Vec<Family>,
-    /// Questions per template (base) or per cell (other families).
-    #[arg(long, default_value_t = 10)]
-    per_template: usize,
-    /// Grammar depth of the base family (16: PhantomWiki's 38 templates).
-    #[arg(long, default_value_t = 16)]
-    depth: usize,
-    /// Seed of the question streams (defaults to --seed).
-    #[arg(long)]
-    question_seed: Option<u64>,
-    /// Drop "How many" questions from the base family.
-    #[arg(long)]
-    exclude_aggregation: bool,
-    /// Anchor slot of bidirectional sampling: uniform, balanced or fixed:K.
-    #[arg(long, default_value = "balanced")]
-    anchor: AnchorStrategy,
-    /// Cell-balance the hops* families.
-    #[arg(long)]
-    balance: bool,
-    /// Fraction of each cell held out as the validation split.
-    #[arg(long, default_value_t = 0.1)]
-    val_fraction: f64,
+    #[command(flatten)]
+    questions: QuestionArgs,
     /// Replace OUT if it exists.
     #[arg(long)]
     force: bool,
@@ -99,18 +78,7 @@ pub fn run(args: Args) -> Result<()> {
         friendship_k: args.friendship_k,
         easy_mode: !args.hard_mode,
     };
-    let questions_config = QuestionConfig {
-        seed: args.question_seed.unwrap_or(args.seed),
-        families: args.families.clone(),
-        depth: args.depth,
-        per_template: args.per_template,
-        easy_mode: !args.hard_mode,
-        exclude_aggregation: args.exclude_aggregation,
-        anchor: args.anchor,
-        balance: args.balance,
-        val_fraction: args.val_fraction,
-        ..QuestionConfig::default()
-    };
+    let questions_config = args.questions.config(args.seed, !args.hard_mode);
     let quiet = args.quiet;
     config.validate()?;
     questions_config.validate()?;
@@ -118,7 +86,7 @@ pub fn run(args: Args) -> Result<()> {
     // render and the questions are sampled; on 2 cores the consult (~15 us per clause) is the
     // critical path. A second engine pays for itself only when there is much to verify.
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
-    let engine_count = if args.per_template >= 30 {
+    let engine_count = if questions_config.per_template >= 30 {
         cores.clamp(1, 2)
     } else {
         1

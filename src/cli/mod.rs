@@ -3,12 +3,13 @@
 use clap::{Parser, Subcommand};
 use std::process::ExitCode;
 
+mod export;
 mod generate;
 mod grpo;
 mod index;
 mod oracle;
 mod phantomwiki;
-mod questions;
+pub(crate) mod questions;
 mod score;
 mod search;
 mod serve;
@@ -29,6 +30,8 @@ enum Command {
     Questions(questions::Args),
     /// Replay proof-derived oracle trajectories in the search environment.
     Oracle(oracle::Args),
+    /// Export the search tasks as verl or SkyRL training rows (parquet or JSONL).
+    Export(export::Args),
     /// Score predictions against gold answers (F1, EM, precision, recall per line).
     Score(score::Args),
     /// GRPO advantages, loss, gradient and metrics for a batch in a JSON file.
@@ -50,6 +53,7 @@ pub fn main() -> ExitCode {
         Command::Generate(args) => generate::run(args),
         Command::Questions(args) => questions::run(args),
         Command::Oracle(args) => oracle::run(args),
+        Command::Export(args) => export::run(args),
         Command::Score(args) => score::run(args),
         Command::Grpo(args) => grpo::run(args),
         Command::Index(args) => index::run(args),

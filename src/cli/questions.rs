@@ -6,30 +6,21 @@ use crate::question::{self, AnchorStrategy, Family, QuestionConfig};
 use crate::{Error, Result};
 use std::path::PathBuf;
 
-/// Flags of `rulegym questions`.
+/// Question-generation flags, shared by `generate` and `questions`.
 #[derive(clap::Args, Debug)]
-pub struct Args {
-    /// A directory written by `rulegym generate`.
-    #[arg(long)]
-    universe: PathBuf,
+pub struct QuestionArgs {
     /// Question families, comma-separated: base, hops, hops+constraints, hops+comparisons.
-    #[arg(long, value_delimiter = ',', default_value = "base")]
-    family: Vec<Family>,
+    #[arg(long, alias = "family", value_delimiter = ',', default_value = "base")]
+    families: Vec<Family>,
     /// Questions per template (base) or per cell (other families).
     #[arg(long, default_value_t = 10)]
     per_template: usize,
-    /// Grammar depth of the base family.
+    /// Grammar depth of the base family (16: PhantomWiki's 38 templates).
     #[arg(long, default_value_t = 16)]
     depth: usize,
-    /// Seed of the question streams.
-    #[arg(long, default_value_t = 1)]
-    seed: u64,
-    /// Use all 45 relations (default: the universe's mode).
-    #[arg(long, conflicts_with = "easy_mode")]
-    hard_mode: bool,
-    /// Use the 12 easy relations (default: the universe's mode).
+    /// Seed of the question streams (defaults to the universe's seed).
     #[arg(long)]
-    easy_mode: bool,
+    question_seed: Option<u64>,
     /// Drop "How many" questions from the base family.
     #[arg(long)]
     exclude_aggregation: bool,
@@ -45,6 +36,41 @@ pub struct Args {
     /// Fraction of each cell held out as the validation split.
     #[arg(long, default_value_t = 0.1)]
     val_fraction: f64,
+}
+
+impl QuestionArgs {
+    /// The question configuration these flags describe.
+    pub fn config(&self, default_seed: u64, easy_mode: bool) -> QuestionConfig {
+        QuestionConfig {
+            seed: self.question_seed.unwrap_or(default_seed),
+            families: self.families.clone(),
+            depth: self.depth,
+            per_template: self.per_template,
+            easy_mode,
+            exclude_aggregation: self.exclude_aggregation,
+            max_hops: self.max_hops,
+            anchor: self.anchor,
+            balance: self.balance,
+            val_fraction: self.val_fraction,
+            ..QuestionConfig::default()
+        }
+    }
+}
+
+/// Flags of `rulegym questions`.
+#[derive(clap::Args, Debug)]
+pub struct Args {
+    /// A directory written by `rulegym generate`.
+    #[arg(long)]
+    universe: PathBuf,
+    #[command(flatten)]
+    questions: QuestionArgs,
+    /// Use all 45 relations (default: the universe's mode).
+    #[arg(long, conflicts_with = "easy_mode")]
+    hard_mode: bool,
+    /// Use the 12 easy relations (default: the universe's mode).
+    #[arg(long)]
+    easy_mode: bool,
     /// Output JSONL file (written atomically).
     #[arg(long)]
     out: PathBuf,
@@ -61,19 +87,7 @@ pub fn run(args: Args) -> Result<()> {
     } else {
         args.easy_mode || universe.config.easy_mode
     };
-    let config = QuestionConfig {
-        seed: args.seed,
-        families: args.family,
-        depth: args.depth,
-        per_template: args.per_template,
-        easy_mode,
-        exclude_aggregation: args.exclude_aggregation,
-        max_hops: args.max_hops,
-        anchor: args.anchor,
-        balance: args.balance,
-        val_fraction: args.val_fraction,
-        ..QuestionConfig::default()
-    };
+    let config = args.questions.config(universe.config.seed, easy_mode);
     config.validate()?;
     let engine = Engine::with_facts(&universe.facts())?;
     let (questions, report) = question::generate(&universe, &engine, &config)?;

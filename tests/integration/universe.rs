@@ -415,3 +415,59 @@ fn cli_writes_a_verified_dataset_atomically() {
         .collect();
     assert_eq!(leftovers, vec![std::ffi::OsString::from("demo")]);
 }
+
+#[test]
+fn facts_load_in_swi_prolog_with_the_same_rule_base() {
+    let Ok(status) = std::process::Command::new("swipl")
+        .arg("--version")
+        .output()
+    else {
+        eprintln!(
+            "SKIPPED: facts_load_in_swi_prolog: swipl not installed (apt-get install swi-prolog-nox)"
+        );
+        return;
+    };
+    assert!(status.status.success());
+    let u = Universe::generate(&small(5, 20)).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let facts = dir.path().join("facts.pl");
+    std::fs::write(&facts, u.facts()).unwrap();
+    // The rule files are plain ISO Prolog apart from scryer's library imports.
+    let rules: String = rulegym::engine::RULES
+        .iter()
+        .map(|(_, source)| {
+            source
+                .lines()
+                .filter(|l| !l.starts_with(":- use_module"))
+                .collect::<Vec<_>>()
+                .join("\n")
+        })
+        .collect::<Vec<_>>()
+        .join("\n");
+    let rules_path = dir.path().join("rules.pl");
+    std::fs::write(&rules_path, rules).unwrap();
+    let name = &u.people[3].name;
+    let goal = format!(
+        "consult('{}'), consult('{}'), aggregate_all(count, person(_,_,_,_,_), N), write(N), nl, \
+         findall(Y, (friend(X, Y), X == '{}'), Fs), length(Fs, F), write(F), nl, halt.",
+        rules_path.display(),
+        facts.display(),
+        name.replace('\'', "\\'")
+    );
+    let out = std::process::Command::new("swipl")
+        .args(["-q", "-g", &goal])
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let lines: Vec<&str> = stdout.lines().collect();
+    assert_eq!(
+        lines.first().copied(),
+        Some(u.people.len().to_string().as_str()),
+        "{stdout} {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(
+        lines.get(1).copied(),
+        Some(u.people[3].friends.len().to_string().as_str())
+    );
+}
