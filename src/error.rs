@@ -27,6 +27,9 @@ pub enum Error {
     /// A rubric could not be compiled or evaluated.
     #[error(transparent)]
     Rubric(#[from] crate::reward::rubric::RubricError),
+    /// A dataset export failed.
+    #[error(transparent)]
+    Export(#[from] crate::env::export::ExportError),
     /// Reading or writing a file failed.
     #[error("{context}: {source}")]
     Io {

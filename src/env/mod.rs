@@ -2,6 +2,7 @@
 //! and the tool-use environment share [`Step`], [`Span`] and the metadata conventions, so one
 //! trainer adapter and one conformance test serve both.
 
+pub mod export;
 pub mod oracle;
 pub mod search;
 

@@ -7,5 +7,6 @@ mod questions;
 mod retrieval;
 mod retrieval_server;
 mod search_env;
+mod search_export;
 mod tool_rubric;
 mod universe;

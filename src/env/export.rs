@@ -1,0 +1,396 @@
+//! Dataset exports of the search tasks for RL trainers: verl parquet rows (`data_source`,
+//! `prompt`, `ability`, `reward_model: {style: "rule", ground_truth: {target}}`, `extra_info`) and
+//! SkyRL rows (`data_source`, `prompt`, `env_class`, `reward_spec: {method: "rule", ground_truth:
+//! {target}}`, `extra_info`), as parquet (low-level writer, no arrow) or JSONL.
+//!
+//! The ground truth is Search-R1's `{"target": [answers]}` shape, which both trainers' search
+//! reward functions read; the prompt is exactly what [`SearchEnv::reset`] returns.
+
+use super::search::{Passage, Retriever, SearchEnv, SearchEnvConfig, SearchTask};
+use super::{Environment, Message};
+use crate::question::Question;
+use parquet::basic::Compression;
+use parquet::data_type::{ByteArray, ByteArrayType, Int64Type};
+use parquet::file::properties::WriterProperties;
+use parquet::file::writer::SerializedFileWriter;
+use parquet::schema::parser::parse_message_type;
+use serde::{Deserialize, Serialize};
+use serde_json::{Value, json};
+use std::path::Path;
+use std::sync::Arc;
+
+/// Errors of the exporters.
+#[derive(Debug, thiserror::Error)]
+pub enum ExportError {
+    /// The parquet writer failed.
+    #[error("writing parquet {path}: {source}")]
+    Parquet {
+        /// The output file.
+        path: String,
+        /// The underlying error.
+        source: parquet::errors::ParquetError,
+    },
+    /// An unknown format name.
+    #[error("unknown export format {0:?} (verl or skyrl)")]
+    UnknownFormat(String),
+    /// Nothing to export.
+    #[error("no questions to export")]
+    Empty,
+}
+
+/// The trainer a file is for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ExportFormat {
+    /// verl (parquet rows with `reward_model`).
+    Verl,
+    /// SkyRL (rows with `env_class` and `reward_spec`).
+    Skyrl,
+}
+
+impl std::str::FromStr for ExportFormat {
+    type Err = ExportError;
+    fn from_str(s: &str) -> Result<Self, ExportError> {
+        match s {
+            "verl" => Ok(ExportFormat::Verl),
+            "skyrl" => Ok(ExportFormat::Skyrl),
+            other => Err(ExportError::UnknownFormat(other.to_owned())),
+        }
+    }
+}
+
+/// What goes into every row besides the question.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ExportOptions {
+    /// Target trainer.
+    pub format: ExportFormat,
+    /// `data_source` of every row (verl picks the reward function by it).
+    pub data_source: String,
+    /// verl's `ability`.
+    pub ability: String,
+    /// SkyRL's `env_class` (the id the environment is registered under).
+    pub env_class: String,
+    /// The environment configuration whose prompt the rows carry.
+    pub config: SearchEnvConfig,
+}
+
+impl Default for ExportOptions {
+    fn default() -> Self {
+        ExportOptions {
+            format: ExportFormat::Verl,
+            data_source: "rulegym_search".into(),
+            ability: "fact-reasoning".into(),
+            env_class: "search".into(),
+            config: SearchEnvConfig::default(),
+        }
+    }
+}
+
+/// `extra_info` of a row.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ExtraInfo {
+    /// Position of the row in the file.
+    pub index: i64,
+    /// `train` or `val`.
+    pub split: String,
+    /// The question id.
+    pub id: String,
+    /// The question text.
+    pub question: String,
+    /// Question family name.
+    pub family: String,
+    /// Relation hops.
+    pub hops: i64,
+    /// PhantomWiki difficulty.
+    pub difficulty: i64,
+    /// `who`, `what`, `how-many` or `comparison`.
+    pub kind: String,
+}
+
+/// One exported row, format-independent.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ExportRow {
+    /// The chat prompt (the environment's `reset`).
+    pub prompt: Vec<Message>,
+    /// Gold answers.
+    pub target: Vec<String>,
+    /// Row metadata.
+    pub extra: ExtraInfo,
+}
+
+/// A retriever that is never called (the prompt needs no retrieval).
+struct NoRetrieval;
+impl Retriever for NoRetrieval {
+    fn retrieve(&self, queries: &[&str], _k: usize) -> crate::Result<Vec<Vec<Passage>>> {
+        Ok(vec![Vec::new(); queries.len()])
+    }
+}
+
+/// The rows of `questions`, in order.
+pub fn rows(questions: &[Question], options: &ExportOptions) -> crate::Result<Vec<ExportRow>> {
+    let retriever: Arc<dyn Retriever> = Arc::new(NoRetrieval);
+    questions
+        .iter()
+        .enumerate()
+        .map(|(i, q)| {
+            let task = SearchTask {
+                question: q.question.clone(),
+                answers: q.answers.clone(),
+                gold_docs: Vec::new(),
+            };
+            let mut env = SearchEnv::new(retriever.clone(), options.config.clone(), task)?;
+            Ok(ExportRow {
+                prompt: env.reset()?,
+                target: q.answers.clone(),
+                extra: ExtraInfo {
+                    index: i as i64,
+                    split: q.split.clone(),
+                    id: q.id.clone(),
+                    question: q.question.clone(),
+                    family: q.family.name().to_owned(),
+                    hops: q.hops as i64,
+                    difficulty: i64::from(q.difficulty),
+                    kind: q.kind.clone(),
+                },
+            })
+        })
+        .collect()
+}
+
+/// A row as the trainer's JSON object (the same fields the parquet file holds).
+pub fn row_json(row: &ExportRow, options: &ExportOptions) -> Value {
+    let ground_truth = json!({ "target": row.target });
+    match options.format {
+        ExportFormat::Verl => json!({
+            "data_source": options.data_source,
+            "prompt": row.prompt,
+            "ability": options.ability,
+            "reward_model": { "style": "rule", "ground_truth": ground_truth },
+            "extra_info": row.extra,
+        }),
+        ExportFormat::Skyrl => json!({
+            "data_source": options.data_source,
+            "prompt": row.prompt,
+            "env_class": options.env_class,
+            "reward_spec": { "method": "rule", "ground_truth": ground_truth },
+            "extra_info": row.extra,
+        }),
+    }
+}
+
+/// One leaf column: required strings, required integers, or a list of strings (def/rep levels).
+enum Column {
+    Str(Vec<ByteArray>),
+    Int(Vec<i64>),
+    List {
+        values: Vec<ByteArray>,
+        def: Vec<i16>,
+        rep: Vec<i16>,
+    },
+}
+
+fn list_column<'a, I: IntoIterator<Item = &'a str>>(per_row: impl Iterator<Item = I>) -> Column {
+    let (mut values, mut def, mut rep) = (Vec::new(), Vec::new(), Vec::new());
+    for items in per_row {
+        let before = def.len();
+        for (i, item) in items.into_iter().enumerate() {
+            values.push(ByteArray::from(item));
+            def.push(1);
+            rep.push(i16::from(i > 0));
+        }
+        if def.len() == before {
+            def.push(0);
+            rep.push(0);
+        }
+    }
+    Column::List { values, def, rep }
+}
+
+fn str_column<'a>(per_row: impl Iterator<Item = &'a str>) -> Column {
+    Column::Str(per_row.map(ByteArray::from).collect())
+}
+
+const EXTRA_SCHEMA: &str = "
+  required group extra_info {
+    required int64 index;
+    required binary split (UTF8);
+    required binary id (UTF8);
+    required binary question (UTF8);
+    required binary family (UTF8);
+    required int64 hops;
+    required int64 difficulty;
+    required binary kind (UTF8);
+  }";
+
+const PROMPT_SCHEMA: &str = "
+  required group prompt (LIST) {
+    repeated group list {
+      required group element {
+        required binary role (UTF8);
+        required binary content (UTF8);
+      }
+    }
+  }";
+
+const TARGET_SCHEMA: &str = "
+    required group ground_truth {
+      required group target (LIST) {
+        repeated group list {
+          required binary element (UTF8);
+        }
+      }
+    }";
+
+/// The parquet schema of a format.
+pub fn parquet_schema(format: ExportFormat) -> String {
+    match format {
+        ExportFormat::Verl => format!(
+            "message verl {{\n  required binary data_source (UTF8);{PROMPT_SCHEMA}\n  \
+             required binary ability (UTF8);\n  required group reward_model {{\n    \
+             required binary style (UTF8);{TARGET_SCHEMA}\n  }}{EXTRA_SCHEMA}\n}}"
+        ),
+        ExportFormat::Skyrl => format!(
+            "message skyrl {{\n  required binary data_source (UTF8);{PROMPT_SCHEMA}\n  \
+             required binary env_class (UTF8);\n  required group reward_spec {{\n    \
+             required binary method (UTF8);{TARGET_SCHEMA}\n  }}{EXTRA_SCHEMA}\n}}"
+        ),
+    }
+}
+
+fn columns(rows: &[ExportRow], options: &ExportOptions) -> Vec<Column> {
+    let n = rows.len();
+    let same = |s: &str| Column::Str(vec![ByteArray::from(s); n]);
+    let (label, method) = match options.format {
+        ExportFormat::Verl => (&options.ability, "rule"),
+        ExportFormat::Skyrl => (&options.env_class, "rule"),
+    };
+    vec![
+        same(&options.data_source),
+        list_column(
+            rows.iter()
+                .map(|r| r.prompt.iter().map(|m| m.role.as_str())),
+        ),
+        list_column(
+            rows.iter()
+                .map(|r| r.prompt.iter().map(|m| m.content.as_str())),
+        ),
+        same(label),
+        same(method),
+        list_column(rows.iter().map(|r| r.target.iter().map(String::as_str))),
+        Column::Int(rows.iter().map(|r| r.extra.index).collect()),
+        str_column(rows.iter().map(|r| r.extra.split.as_str())),
+        str_column(rows.iter().map(|r| r.extra.id.as_str())),
+        str_column(rows.iter().map(|r| r.extra.question.as_str())),
+        str_column(rows.iter().map(|r| r.extra.family.as_str())),
+        Column::Int(rows.iter().map(|r| r.extra.hops).collect()),
+        Column::Int(rows.iter().map(|r| r.extra.difficulty).collect()),
+        str_column(rows.iter().map(|r| r.extra.kind.as_str())),
+    ]
+}
+
+/// Writes `rows` as one parquet file (one row group, uncompressed), atomically.
+pub fn write_parquet(
+    path: &Path,
+    rows: &[ExportRow],
+    options: &ExportOptions,
+) -> crate::Result<()> {
+    let perr = |source| ExportError::Parquet {
+        path: path.display().to_string(),
+        source,
+    };
+    let schema = Arc::new(parse_message_type(&parquet_schema(options.format)).map_err(perr)?);
+    let props = Arc::new(
+        WriterProperties::builder()
+            .set_compression(Compression::UNCOMPRESSED)
+            .set_created_by(format!("rulegym {}", env!("CARGO_PKG_VERSION")))
+            .build(),
+    );
+    let mut bytes = Vec::new();
+    {
+        let mut writer = SerializedFileWriter::new(&mut bytes, schema, props).map_err(perr)?;
+        let mut group = writer.next_row_group().map_err(perr)?;
+        for column in columns(rows, options) {
+            let mut col = group
+                .next_column()
+                .map_err(perr)?
+                .ok_or_else(|| crate::Error::Config("parquet schema has too few columns".into()))?;
+            match &column {
+                Column::Str(values) => {
+                    col.typed::<ByteArrayType>()
+                        .write_batch(values, None, None)
+                        .map_err(perr)?;
+                }
+                Column::Int(values) => {
+                    col.typed::<Int64Type>()
+                        .write_batch(values, None, None)
+                        .map_err(perr)?;
+                }
+                Column::List { values, def, rep } => {
+                    col.typed::<ByteArrayType>()
+                        .write_batch(values, Some(def), Some(rep))
+                        .map_err(perr)?;
+                }
+            }
+            col.close().map_err(perr)?;
+        }
+        if group.next_column().map_err(perr)?.is_some() {
+            return Err(crate::Error::Config(
+                "parquet schema has more columns than rows carry".into(),
+            ));
+        }
+        group.close().map_err(perr)?;
+        writer.close().map_err(perr)?;
+    }
+    crate::dataset::write_file_atomic(path, &bytes)
+}
+
+/// Writes `rows` as JSON lines, atomically.
+pub fn write_jsonl(path: &Path, rows: &[ExportRow], options: &ExportOptions) -> crate::Result<()> {
+    let mut out = Vec::new();
+    for row in rows {
+        serde_json::to_writer(&mut out, &row_json(row, options)).map_err(|source| {
+            crate::Error::Json {
+                context: "serialising an export row".into(),
+                source,
+            }
+        })?;
+        out.push(b'\n');
+    }
+    crate::dataset::write_file_atomic(path, &out)
+}
+
+/// Exports `questions` to `path`: JSONL when the name ends in `.jsonl`, parquet otherwise.
+/// Returns the number of rows.
+pub fn export(
+    path: &Path,
+    questions: &[Question],
+    options: &ExportOptions,
+) -> crate::Result<usize> {
+    if questions.is_empty() {
+        return Err(ExportError::Empty.into());
+    }
+    let rows = rows(questions, options)?;
+    if path.extension().is_some_and(|e| e == "jsonl") {
+        write_jsonl(path, &rows, options)?;
+    } else {
+        write_parquet(path, &rows, options)?;
+    }
+    Ok(rows.len())
+}
+
+/// Reads a parquet file back as one JSON object per row (for tests and inspection).
+pub fn read_parquet_json(path: &Path) -> crate::Result<Vec<Value>> {
+    use parquet::file::reader::{FileReader, SerializedFileReader};
+    let perr = |source| ExportError::Parquet {
+        path: path.display().to_string(),
+        source,
+    };
+    let file = std::fs::File::open(path).map_err(|source| crate::Error::Io {
+        context: format!("opening {}", path.display()),
+        source,
+    })?;
+    let reader = SerializedFileReader::new(file).map_err(perr)?;
+    let iter = reader.get_row_iter(None).map_err(perr)?;
+    iter.map(|row| Ok(row.map_err(perr)?.to_json_value()))
+        .collect()
+}

@@ -1,0 +1,173 @@
+//! `rulegym export`: verl and SkyRL rows of the search tasks, read back from parquet (in Rust and,
+//! when the test venv exists, with pyarrow) and JSONL.
+
+use rulegym::env::export::{
+    ExportFormat, ExportOptions, export, read_parquet_json, row_json, rows,
+};
+use rulegym::question::Question;
+use serde_json::Value;
+use std::path::Path;
+use std::process::Command;
+
+fn generate(dir: &Path) -> Vec<Question> {
+    let status = Command::new(env!("CARGO_BIN_EXE_rulegym"))
+        .args([
+            "generate",
+            "--quiet",
+            "--num-family-trees",
+            "5",
+            "--seed",
+            "3",
+            "--out",
+        ])
+        .arg(dir)
+        .status()
+        .unwrap();
+    assert!(status.success());
+    std::fs::read_to_string(dir.join("questions.jsonl"))
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+}
+
+fn check_row(row: &Value, q: &Question, i: usize, format: ExportFormat) {
+    assert_eq!(row["data_source"], "rulegym_search");
+    let prompt = row["prompt"].as_array().unwrap();
+    assert_eq!(prompt.len(), 1);
+    assert_eq!(prompt[0]["role"], "user");
+    let content = prompt[0]["content"].as_str().unwrap();
+    assert!(
+        content.ends_with(&format!("Question: {}\n", q.question)),
+        "{content}"
+    );
+    assert!(content.starts_with("Answer the given question."));
+    let (spec, label, value) = match format {
+        ExportFormat::Verl => ("reward_model", "ability", "fact-reasoning"),
+        ExportFormat::Skyrl => ("reward_spec", "env_class", "search"),
+    };
+    assert_eq!(row[label], value);
+    let key = if format == ExportFormat::Verl {
+        "style"
+    } else {
+        "method"
+    };
+    assert_eq!(row[spec][key], "rule");
+    let target: Vec<String> =
+        serde_json::from_value(row[spec]["ground_truth"]["target"].clone()).unwrap();
+    assert_eq!(target, q.answers);
+    let extra = &row["extra_info"];
+    assert_eq!(extra["index"], i);
+    assert_eq!(extra["id"], q.id.as_str());
+    assert_eq!(extra["split"], q.split.as_str());
+    assert_eq!(extra["family"], q.family.name());
+    assert_eq!(extra["hops"], q.hops);
+    assert_eq!(extra["difficulty"], q.difficulty);
+    assert_eq!(extra["question"], q.question.as_str());
+}
+
+#[test]
+fn export_verl_and_skyrl_rows_read_back() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let questions = generate(&data);
+    assert!(questions.len() > 50, "{} questions", questions.len());
+    assert!(
+        questions.iter().any(|q| q.answers.len() > 1),
+        "multi-answer rows covered"
+    );
+    for format in [ExportFormat::Verl, ExportFormat::Skyrl] {
+        let name = format!("{format:?}").to_lowercase();
+        let options = ExportOptions {
+            format,
+            ..ExportOptions::default()
+        };
+        // Library: parquet and JSONL hold the same rows.
+        let pq = dir.path().join(format!("{name}.parquet"));
+        let jl = dir.path().join(format!("{name}.jsonl"));
+        assert_eq!(export(&pq, &questions, &options).unwrap(), questions.len());
+        export(&jl, &questions, &options).unwrap();
+        let from_parquet = read_parquet_json(&pq).unwrap();
+        let from_jsonl: Vec<Value> = std::fs::read_to_string(&jl)
+            .unwrap()
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect();
+        assert_eq!(from_parquet.len(), questions.len());
+        assert_eq!(from_parquet, from_jsonl, "{name}: parquet and JSONL agree");
+        let expected: Vec<Value> = rows(&questions, &options)
+            .unwrap()
+            .iter()
+            .map(|r| row_json(r, &options))
+            .collect();
+        assert_eq!(from_parquet, expected);
+        for (i, (row, q)) in from_parquet.iter().zip(&questions).enumerate() {
+            check_row(row, q, i, format);
+        }
+        // CLI: same bytes as the library; --split filters.
+        let cli = dir.path().join(format!("cli-{name}.parquet"));
+        let out = Command::new(env!("CARGO_BIN_EXE_rulegym"))
+            .args(["export", "--format", &name, "--dataset"])
+            .arg(&data)
+            .arg("--out")
+            .arg(&cli)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert_eq!(std::fs::read(&cli).unwrap(), std::fs::read(&pq).unwrap());
+        let val = dir.path().join(format!("val-{name}.jsonl"));
+        let out = Command::new(env!("CARGO_BIN_EXE_rulegym"))
+            .args(["export", "--split", "val", "--format", &name, "--dataset"])
+            .arg(&data)
+            .arg("--out")
+            .arg(&val)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let n_val = questions.iter().filter(|q| q.split == "val").count();
+        let text = std::fs::read_to_string(&val).unwrap();
+        assert_eq!(text.lines().count(), n_val);
+        assert!(text.lines().all(|l| l.contains("\"split\":\"val\"")));
+        // pyarrow reads the file as the trainers do.
+        match std::env::var("RULEGYM_TEST_PYTHON") {
+            Ok(python) => {
+                let script = "import sys, json, pyarrow.parquet as pq\n\
+                              t = pq.read_table(sys.argv[1])\n\
+                              print(json.dumps(t.to_pylist()))";
+                let out = Command::new(python)
+                    .args(["-c", script])
+                    .arg(&pq)
+                    .output()
+                    .unwrap();
+                assert!(
+                    out.status.success(),
+                    "{}",
+                    String::from_utf8_lossy(&out.stderr)
+                );
+                let rows: Vec<Value> = serde_json::from_slice(&out.stdout).unwrap();
+                assert_eq!(rows, from_jsonl, "{name}: pyarrow reads the same rows");
+            }
+            Err(_) => eprintln!(
+                "SKIPPED: pyarrow read-back of {name} parquet (RULEGYM_TEST_PYTHON unset; scripts/test.sh sets it)"
+            ),
+        }
+    }
+    // Bad format: an error naming it.
+    let out = Command::new(env!("CARGO_BIN_EXE_rulegym"))
+        .args(["export", "--format", "trl", "--dataset"])
+        .arg(&data)
+        .arg("--out")
+        .arg(dir.path().join("x.parquet"))
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("unknown export format"));
+}
