@@ -1,0 +1,58 @@
+"""rulegym: verifiable RL environments for small LLM agents.
+
+Rule-generated universes of people held in an embedded Prolog engine, multi-hop questions with
+engine-verified answers, a search environment speaking the Search-R1 protocol, exact answer
+rewards and GRPO math over NumPy arrays. The core is Rust (``rulegym._rulegym``); adapters for
+SkyRL-gym (:mod:`rulegym.skyrl`), verl (:mod:`rulegym.verl`) and Ray (:mod:`rulegym.ray`) are
+plain Python modules imported on demand, so ``import rulegym`` stays fast.
+"""
+
+from ._rulegym import (
+    DEFAULT_PROMPT,
+    INVALID_ACTION,
+    Index,
+    RulegymError,
+    SearchEnv,
+    __version__,
+    bench_rust_steps,
+    build_index,
+    generate_dataset,
+    generate_family_jsonl,
+    generate_questions,
+    generate_questions_jsonl,
+    generate_universe,
+    grpo_bytes_copied,
+    group_advantages,
+    last_answer,
+    normalize_answer,
+    oracle,
+    policy_loss,
+    policy_loss_padded,
+    question_families,
+    score,
+)
+
+__all__ = [
+    "DEFAULT_PROMPT",
+    "INVALID_ACTION",
+    "Index",
+    "RulegymError",
+    "SearchEnv",
+    "__version__",
+    "bench_rust_steps",
+    "build_index",
+    "generate_dataset",
+    "generate_family_jsonl",
+    "generate_questions",
+    "generate_questions_jsonl",
+    "generate_universe",
+    "grpo_bytes_copied",
+    "group_advantages",
+    "last_answer",
+    "normalize_answer",
+    "oracle",
+    "policy_loss",
+    "policy_loss_padded",
+    "question_families",
+    "score",
+]

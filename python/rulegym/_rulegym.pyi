@@ -1,0 +1,113 @@
+"""Type stubs of the Rust extension module ``rulegym._rulegym``."""
+
+from os import PathLike
+from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
+
+import numpy as np
+import numpy.typing as npt
+
+__version__: str
+INVALID_ACTION: str
+DEFAULT_PROMPT: str
+
+_Path = Union[str, PathLike[str]]
+Message = Dict[str, str]
+
+class RulegymError(ValueError):
+    """An error reported by rulegym's Rust core (the message is the Rust error's)."""
+
+class Index:
+    """A search index file (``rulegym index``), loaded once per path and process; thread-safe."""
+
+    def __init__(self, path: _Path) -> None: ...
+    def search(self, queries: Sequence[str], k: int = 3) -> List[List[Dict[str, Any]]]:
+        """Top-``k`` ``{"id", "contents", "score"}`` per query, best first."""
+    def __len__(self) -> int: ...
+
+class SearchEnv:
+    """One search episode (Search-R1 protocol, set-F1 reward); usable from any thread."""
+
+    def __init__(
+        self,
+        index: Union[Index, _Path],
+        question: str,
+        answers: Sequence[str],
+        gold_docs: Optional[Sequence[str]] = None,
+        config: Optional[Dict[str, Any]] = None,
+    ) -> None: ...
+    def reset(self) -> List[Message]:
+        """Starts the episode; returns the prompt messages."""
+    def step(self, action: str) -> Dict[str, Any]:
+        """``{"observations", "reward", "done", "metadata", "env_spans"}``."""
+    def step_reward(self, action: str) -> float:
+        """A step returning only the reward (overhead measurements)."""
+    @property
+    def max_turns(self) -> int: ...
+
+def generate_universe(config: Optional[Dict[str, Any]] = None) -> Dict[str, Any]:
+    """``{"config", "people", "articles", "facts"}`` of a generated universe."""
+def generate_questions(
+    universe: Optional[Dict[str, Any]] = None, questions: Optional[Dict[str, Any]] = None
+) -> List[Dict[str, Any]]:
+    """Engine-verified questions (``questions.jsonl`` records)."""
+def generate_questions_jsonl(
+    universe: Optional[Dict[str, Any]] = None, questions: Optional[Dict[str, Any]] = None
+) -> bytes:
+    """The exact ``questions.jsonl`` bytes."""
+def question_families(
+    universe: Optional[Dict[str, Any]] = None, questions: Optional[Dict[str, Any]] = None
+) -> List[str]:
+    """The config's families in output order."""
+def generate_family_jsonl(
+    family: str, universe: Optional[Dict[str, Any]] = None, questions: Optional[Dict[str, Any]] = None
+) -> bytes:
+    """One family's ``questions.jsonl`` bytes (a shard of :func:`generate_questions_jsonl`)."""
+def generate_dataset(
+    out: _Path,
+    universe: Optional[Dict[str, Any]] = None,
+    questions: Optional[Dict[str, Any]] = None,
+    force: bool = False,
+) -> int:
+    """Writes a dataset directory like ``rulegym generate``; returns the question count."""
+def build_index(corpus: _Path, out: _Path) -> int:
+    """Builds a flat built-in-encoder index over a Search-R1 JSONL corpus; returns its size."""
+def oracle(dataset: _Path, index: _Path, top_k: int = 3) -> List[Dict[str, Any]]:
+    """Proof-derived oracle trajectories replayed in the search environment."""
+def bench_rust_steps(env: SearchEnv, actions: Sequence[str], steps: int) -> float:
+    """Nanoseconds per Rust-only step (no Python objects built)."""
+def score(
+    prediction: str, answers: Sequence[str], mode: str = "squad", extract: bool = True
+) -> Dict[str, float]:
+    """``{"f1", "em", "precision", "recall"}`` of a prediction."""
+def last_answer(turns: Sequence[str]) -> Optional[str]:
+    """The last complete ``<answer>`` of the turns."""
+def normalize_answer(text: str) -> str:
+    """SQuAD normalisation."""
+def grpo_bytes_copied() -> int:
+    """Bytes the GRPO bindings copied from input arrays so far."""
+def group_advantages(
+    rewards: npt.NDArray[np.float32],
+    group_size: int,
+    out: npt.NDArray[np.float32],
+    config: Optional[Dict[str, Any]] = None,
+) -> None:
+    """Group-normalised advantages written into ``out``."""
+def policy_loss(
+    logp_old: npt.NDArray[np.float32],
+    logp_new: npt.NDArray[np.float32],
+    mask: Union[npt.NDArray[np.uint8], npt.NDArray[np.bool_]],
+    offsets: Union[npt.NDArray[np.uint64], npt.NDArray[np.int64]],
+    advantages: npt.NDArray[np.float32],
+    grad: npt.NDArray[np.float32],
+    config: Optional[Dict[str, Any]] = None,
+) -> Dict[str, float]:
+    """Ragged-batch loss and metrics; the gradient is written into ``grad``."""
+def policy_loss_padded(
+    logp_old: npt.NDArray[np.float32],
+    logp_new: npt.NDArray[np.float32],
+    mask: npt.NDArray[np.uint8],
+    advantages: npt.NDArray[np.float32],
+    grad: npt.NDArray[np.float32],
+    config: Optional[Dict[str, Any]] = None,
+) -> Dict[str, float]:
+    """Padded-batch (rows x cols) loss and metrics; the gradient is written into ``grad``."""

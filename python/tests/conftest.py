@@ -1,0 +1,57 @@
+"""Shared fixtures: a small generated dataset with its index, and the `rulegym` CLI binary."""
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import rulegym
+
+REPO = Path(__file__).resolve().parents[2]
+
+UNIVERSE = {"seed": 7, "num_family_trees": 8, "max_family_tree_size": 10}
+QUESTIONS = {"families": ["base", "hops"], "per_template": 2, "max_hops": 4}
+
+
+def skip_loudly(reason: str):
+    """Skips with the reason printed to stderr (shown by pytest -s and in CI logs)."""
+    print(f"SKIPPED: {reason}", file=sys.stderr)
+    pytest.skip(reason)
+
+
+def import_or_skip(name: str):
+    try:
+        return __import__(name)
+    except Exception as e:  # ImportError or a broken dependency
+        skip_loudly(f"{name} is not importable here ({type(e).__name__}: {e})")
+
+
+@pytest.fixture(scope="session")
+def dataset(tmp_path_factory):
+    """A dataset directory (universe, articles, questions) and a built-in-encoder index."""
+    root = tmp_path_factory.mktemp("rulegym")
+    out = root / "data"
+    n = rulegym.generate_dataset(str(out), UNIVERSE, QUESTIONS)
+    assert n > 0
+    index = root / "index.bin"
+    assert rulegym.build_index(str(out / "articles.jsonl"), str(index)) > 0
+    return {"dir": out, "index": index}
+
+
+@pytest.fixture(scope="session")
+def cli():
+    """Path of the `rulegym` binary (RULEGYM_BIN, else target/release/rulegym)."""
+    candidates = [os.environ.get("RULEGYM_BIN"), REPO / "target" / "release" / "rulegym", shutil.which("rulegym")]
+    for c in candidates:
+        if c and Path(c).is_file() and os.access(c, os.X_OK):
+            return str(c)
+    skip_loudly("no rulegym CLI binary found (set RULEGYM_BIN or build target/release/rulegym)")
+
+
+def run_cli(cli, *args, stdin=None):
+    res = subprocess.run([cli, *args], input=stdin, capture_output=True, text=True, timeout=600)
+    assert res.returncode == 0, res.stderr
+    return res.stdout
