@@ -521,12 +521,13 @@ pub fn import_universe(facts: &PwFacts) -> Result<Universe> {
     }
     // Every root is the smallest index (alphabetically first name) of its component.
     let mut tree_of_root: BTreeMap<usize, u32> = BTreeMap::new();
-    let mut tree: Vec<u32> = vec![0; n];
-    for i in 0..n {
-        let r = find(&mut root, i);
-        let next = tree_of_root.len() as u32;
-        tree[i] = *tree_of_root.entry(r).or_insert(next);
-    }
+    let tree: Vec<u32> = (0..n)
+        .map(|i| {
+            let r = find(&mut root, i);
+            let next = tree_of_root.len() as u32;
+            *tree_of_root.entry(r).or_insert(next)
+        })
+        .collect();
     // Final order: by tree, then by name.
     let mut order: Vec<usize> = (0..n).collect();
     order.sort_by_key(|&i| (tree[i], i));

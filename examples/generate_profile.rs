@@ -1,0 +1,118 @@
+//! Profile of `rulegym generate`'s stages, for the PhantomWiki comparison
+//! (scripts/compare-phantomwiki.sh): engine start, fact consult, sampling, and engine
+//! verification (one query per question, scryer's fixed per-query cost, and all questions as one
+//! batched query).
+//! `cargo run --release --example generate_profile -- TREES PER_TEMPLATE`.
+use rulegym::engine::{Engine, Term, Var};
+use rulegym::question::{self, QuestionConfig};
+use rulegym::universe::{Universe, UniverseConfig};
+use std::time::Instant;
+
+/// The term with every variable renamed `Q{i}_{name}`, so many goals can share one query.
+fn rename(term: &Term, i: usize) -> Term {
+    match term {
+        Term::Var(v) => Term::Var(Var::new(format!("Q{i}_{}", v.name())).expect("valid")),
+        Term::Compound(f, args) => {
+            Term::Compound(f.clone(), args.iter().map(|a| rename(a, i)).collect())
+        }
+        Term::List(items) => Term::List(items.iter().map(|a| rename(a, i)).collect()),
+        other => other.clone(),
+    }
+}
+
+fn main() -> rulegym::Result<()> {
+    let mut args = std::env::args().skip(1).map(|a| a.parse::<usize>().ok());
+    let trees = args.next().flatten().unwrap_or(100);
+    let per_template = args.next().flatten().unwrap_or(10);
+    let t = Instant::now();
+    let engine = Engine::new()?;
+    println!(
+        "engine start (rule base): {:.3} s",
+        t.elapsed().as_secs_f64()
+    );
+    let t = Instant::now();
+    let universe = Universe::generate(&UniverseConfig {
+        num_family_trees: trees,
+        ..Default::default()
+    })?;
+    let facts = universe.facts();
+    println!(
+        "universe + facts text: {:.3} s ({} people, {} clauses)",
+        t.elapsed().as_secs_f64(),
+        universe.people.len(),
+        facts.lines().count()
+    );
+    let t = Instant::now();
+    engine.consult("facts", &facts)?;
+    println!("consult facts: {:.3} s", t.elapsed().as_secs_f64());
+    let t = Instant::now();
+    let articles = rulegym::corpus::articles(&universe);
+    println!(
+        "articles: {:.3} s ({})",
+        t.elapsed().as_secs_f64(),
+        articles.len()
+    );
+    let config = QuestionConfig {
+        per_template,
+        ..QuestionConfig::default()
+    };
+    let t = Instant::now();
+    let (questions, _) = question::generate(&universe, &engine, &config)?;
+    println!(
+        "sample + verify (1 engine): {:.3} s ({} questions)",
+        t.elapsed().as_secs_f64(),
+        questions.len()
+    );
+    let t = Instant::now();
+    let mut by_template: std::collections::BTreeMap<usize, (f64, usize, String)> =
+        Default::default();
+    for q in &questions {
+        let t = Instant::now();
+        q.plan.evaluate(&engine)?;
+        let entry = by_template
+            .entry(q.template_index.unwrap_or(usize::MAX))
+            .or_insert((0.0, 0, q.question.clone()));
+        entry.0 += t.elapsed().as_secs_f64();
+        entry.1 += 1;
+    }
+    let each = t.elapsed().as_secs_f64();
+    println!(
+        "verify again, one query per question: {each:.3} s ({:.3} ms per question)",
+        1e3 * each / questions.len() as f64
+    );
+    let mut slowest: Vec<_> = by_template.into_iter().collect();
+    slowest.sort_by(|a, b| b.1.0.total_cmp(&a.1.0));
+    for (template, (secs, n, example)) in slowest.iter().take(5) {
+        println!(
+            "  template {template}: {secs:.3} s for {n} ({:.0}% of verification), e.g. {example}",
+            100.0 * secs / each
+        );
+    }
+    let t = Instant::now();
+    for _ in &questions {
+        engine.query(&Term::atom("true"), &[])?;
+    }
+    let trivial = t.elapsed().as_secs_f64();
+    println!(
+        "same number of `true` queries: {trivial:.3} s ({:.3} ms per query: scryer's fixed cost)",
+        1e3 * trivial / questions.len() as f64
+    );
+    let t = Instant::now();
+    let mut goals = Vec::new();
+    let mut vars = Vec::new();
+    for (i, q) in questions.iter().enumerate() {
+        let (goal, answer) = q.plan.goal()?;
+        goals.push(rename(&goal, i));
+        vars.push(Var::new(format!("Q{i}_{}", answer.name())).expect("valid"));
+    }
+    let mut rows = 0;
+    for (goals, vars) in goals.chunks(100).zip(vars.chunks(100)) {
+        rows += engine.query(&Term::and(goals.to_vec()), vars)?.len();
+    }
+    let batched = t.elapsed().as_secs_f64();
+    println!(
+        "all questions in queries of 100 goals: {batched:.3} s ({rows} rows, {:.3} ms per question)",
+        1e3 * batched / questions.len() as f64
+    );
+    Ok(())
+}
