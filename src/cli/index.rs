@@ -1,6 +1,7 @@
 //! `rulegym index`: encode a corpus (or several, pooled) and write a search index file.
 
 use crate::Result;
+use crate::retrieval::hnsw::HnswParams;
 use crate::retrieval::{BuiltinConfig, EncoderChoice, IndexKind, SearchIndex, docs};
 use std::path::{Path, PathBuf};
 use std::time::Instant;
@@ -23,6 +24,18 @@ pub struct Args {
     /// Index kind: `flat` (exact) or `hnsw` (approximate; needs feature `hnsw`).
     #[arg(long, default_value = "flat")]
     kind: String,
+    /// HNSW: neighbours per node and layer (2..=256).
+    #[arg(long, default_value_t = HnswParams::default().m)]
+    hnsw_m: usize,
+    /// HNSW: candidate list width while building.
+    #[arg(long, default_value_t = HnswParams::default().ef_construction)]
+    hnsw_ef_construction: usize,
+    /// HNSW: default candidate list width while searching.
+    #[arg(long, default_value_t = HnswParams::default().ef_search)]
+    hnsw_ef_search: usize,
+    /// HNSW: insert one by one (reproducible graph, slower) instead of in parallel.
+    #[arg(long)]
+    hnsw_sequential: bool,
     /// Output index file (written atomically).
     #[arg(long)]
     out: PathBuf,
@@ -60,7 +73,13 @@ pub fn run(args: Args) -> Result<()> {
         docs::pool(parts)?
     };
     let n = corpus.len();
-    let index = SearchIndex::build(corpus, &choice, kind)?;
+    let params = HnswParams {
+        m: args.hnsw_m,
+        ef_construction: args.hnsw_ef_construction,
+        ef_search: args.hnsw_ef_search,
+        parallel: !args.hnsw_sequential,
+    };
+    let index = SearchIndex::build_with(corpus, &choice, kind, params)?;
     index.save(&args.out)?;
     eprintln!(
         "indexed {n} documents ({} dims, {}) into {} in {:.2?}",

@@ -16,6 +16,11 @@ pub struct Args {
     /// Print one JSON line per query (Search-R1 result shape) instead of text.
     #[arg(long)]
     json: bool,
+    /// Search exactly on the GPU (wgpu; feature `gpu`) instead of the CPU; fails with a clear
+    /// message when the machine has no adapter.
+    #[cfg(feature = "gpu")]
+    #[arg(long)]
+    gpu: bool,
     /// Query texts.
     #[arg(required = true)]
     queries: Vec<String>,
@@ -25,6 +30,19 @@ pub struct Args {
 pub fn run(args: Args) -> Result<()> {
     let index = SearchIndex::load(&args.index)?;
     let queries: Vec<&str> = args.queries.iter().map(String::as_str).collect();
+    #[cfg(feature = "gpu")]
+    let hits = if args.gpu {
+        if args.topk == 0 {
+            return Err(crate::retrieval::RetrievalError::InvalidK(0).into());
+        }
+        let q = index
+            .encoder()
+            .encode(&queries, crate::retrieval::Role::Query)?;
+        crate::retrieval::gpu::search(index.flat(), &q, args.topk)?
+    } else {
+        index.search(&queries, args.topk)?
+    };
+    #[cfg(not(feature = "gpu"))]
     let hits = index.search(&queries, args.topk)?;
     for (q, hs) in queries.iter().zip(&hits) {
         if args.json {

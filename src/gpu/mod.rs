@@ -79,6 +79,10 @@ pub mod shaders {
             include_str!("../../shaders/grpo_advantage.wgsl"),
         ),
         ("grpo_loss", include_str!("../../shaders/grpo_loss.wgsl")),
+        (
+            "retrieval_flat",
+            include_str!("../../shaders/retrieval_flat.wgsl"),
+        ),
     ];
 
     /// The source of the shader `name`, if registered.

@@ -1,9 +1,14 @@
 //! Dense retrieval: encoders, exact flat search, index files and the search service behind
 //! the HTTP server.
 
+#[cfg(feature = "bert")]
+pub mod bert;
 pub mod docs;
 pub mod encoder;
 pub mod flat;
+#[cfg(feature = "gpu")]
+pub mod gpu;
+pub mod hnsw;
 pub mod kernel;
 #[cfg(feature = "server")]
 pub mod server;
@@ -46,4 +51,8 @@ pub enum RetrievalError {
     /// Reading or writing a file failed.
     #[error("{0}: {1}")]
     Io(String, #[source] std::io::Error),
+    /// GPU setup or execution failed (including: no adapter on this machine).
+    #[cfg(feature = "gpu")]
+    #[error(transparent)]
+    Gpu(#[from] crate::gpu::GpuError),
 }

@@ -12,6 +12,7 @@ use super::RetrievalError;
 use super::docs::Document;
 use super::encoder::{BuiltinConfig, BuiltinEncoder, Encoder, Role};
 use super::flat::FlatIndex;
+use super::hnsw::HnswParams;
 use super::topk::Hit;
 use serde::{Deserialize, Serialize};
 use std::io::{BufReader, BufWriter, Read, Write};
@@ -114,6 +115,9 @@ pub struct Header {
     pub vocab_len: usize,
     /// Bytes in the documents section.
     pub docs_bytes: u64,
+    /// HNSW parameters (kind `hnsw` only; the graph is rebuilt from the vectors on load).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hnsw: Option<HnswParams>,
 }
 
 /// A loaded or freshly built index: documents, their vectors and the encoder for queries.
@@ -123,6 +127,8 @@ pub struct SearchIndex {
     docs: Vec<Document>,
     flat: FlatIndex,
     encoder: Arc<dyn Encoder>,
+    #[cfg(feature = "hnsw")]
+    hnsw: Option<super::hnsw::HnswIndex>,
 }
 
 impl std::fmt::Debug for SearchIndex {
@@ -159,6 +165,12 @@ fn make_encoder(choice: &EncoderChoice, passages: &[&str]) -> Result<MadeEncoder
     }
 }
 
+#[cfg(feature = "bert")]
+fn load_bert(dir: &Path) -> Result<Arc<dyn Encoder>, RetrievalError> {
+    Ok(Arc::new(super::bert::BertEncoder::load(dir)?))
+}
+
+#[cfg(not(feature = "bert"))]
 fn load_bert(dir: &Path) -> Result<Arc<dyn Encoder>, RetrievalError> {
     Err(RetrievalError::Config(format!(
         "encoder bert:{} needs rulegym built with feature `bert`",
@@ -185,12 +197,26 @@ fn rebuild_encoder(
 }
 
 impl SearchIndex {
-    /// Encodes `docs` as passages and builds an index of the given kind. Ids must be unique.
+    /// Encodes `docs` as passages and builds an index of the given kind (HNSW with default
+    /// parameters). Ids must be unique.
     pub fn build(
         docs: Vec<Document>,
         choice: &EncoderChoice,
         kind: IndexKind,
     ) -> Result<Self, RetrievalError> {
+        Self::build_with(docs, choice, kind, HnswParams::default())
+    }
+
+    /// As [`build`](Self::build) with explicit HNSW parameters (ignored for a flat index).
+    pub fn build_with(
+        docs: Vec<Document>,
+        choice: &EncoderChoice,
+        kind: IndexKind,
+        hnsw: HnswParams,
+    ) -> Result<Self, RetrievalError> {
+        if kind == IndexKind::Hnsw {
+            hnsw.validate()?;
+        }
         let mut ids = std::collections::HashSet::new();
         for d in &docs {
             if !ids.insert(d.id.as_str()) {
@@ -216,6 +242,7 @@ impl SearchIndex {
             encoder: spec,
             vocab_len: vocab.len(),
             docs_bytes: docs_bytes(&docs),
+            hnsw: (kind == IndexKind::Hnsw).then_some(hnsw),
         };
         Self::assemble(header, vocab, docs, flat, encoder)
     }
@@ -227,17 +254,29 @@ impl SearchIndex {
         flat: FlatIndex,
         encoder: Arc<dyn Encoder>,
     ) -> Result<Self, RetrievalError> {
+        #[cfg(not(feature = "hnsw"))]
         if header.kind == IndexKind::Hnsw {
             return Err(RetrievalError::Config(
                 "index kind hnsw needs rulegym built with feature `hnsw`".into(),
             ));
         }
+        #[cfg(feature = "hnsw")]
+        let hnsw = match header.kind {
+            IndexKind::Hnsw => Some(super::hnsw::HnswIndex::new(
+                flat.dim(),
+                &flat.to_rows(),
+                header.hnsw.unwrap_or_default(),
+            )?),
+            IndexKind::Flat => None,
+        };
         Ok(SearchIndex {
             header,
             vocab,
             docs,
             flat,
             encoder,
+            #[cfg(feature = "hnsw")]
+            hnsw,
         })
     }
 
@@ -293,9 +332,20 @@ impl SearchIndex {
         self.search_vectors(&q, k)
     }
 
-    /// Top-`k` rows for already encoded queries.
+    /// Top-`k` rows for already encoded queries: exact for a flat index, approximate (HNSW
+    /// graph at its default search width) for an HNSW index.
     pub fn search_vectors(&self, q: &[f32], k: usize) -> Result<Vec<Vec<Hit>>, RetrievalError> {
+        #[cfg(feature = "hnsw")]
+        if let Some(h) = &self.hnsw {
+            return h.search(q, k);
+        }
         self.flat.search(q, k)
+    }
+
+    /// The HNSW graph of an index of kind `hnsw`.
+    #[cfg(feature = "hnsw")]
+    pub fn hnsw(&self) -> Option<&super::hnsw::HnswIndex> {
+        self.hnsw.as_ref()
     }
 
     /// Writes the index to `path` atomically (temporary file, fsync, rename).

@@ -221,3 +221,41 @@ pub fn corpus(n: usize, seed: u64) -> (Vec<Document>, Vec<NamedQuery>) {
     }
     (docs, queries)
 }
+
+/// `n` clustered unit vectors of dimension `dim` (row-major): `clusters` random unit centres
+/// (drawn from stream `(seed, "clustered-centres")`), each vector a centre plus Gaussian-like
+/// noise of standard deviation `noise` per coordinate (from stream `(seed, label, row)`),
+/// re-normalised. Use one `seed` with different labels for a base set and its queries.
+pub fn clustered_unit_vectors(
+    n: usize,
+    dim: usize,
+    clusters: usize,
+    noise: f32,
+    seed: u64,
+    label: &str,
+) -> Vec<f32> {
+    let clusters = clusters.max(1);
+    let normal = |rng: &mut rand_chacha::ChaCha8Rng| -> f32 {
+        // Irwin-Hall(12) - 6: mean 0, variance 1.
+        (0..12).map(|_| rng.random::<f32>()).sum::<f32>() - 6.0
+    };
+    let normalize = |v: &mut [f32]| {
+        let n = v.iter().map(|x| x * x).sum::<f32>().sqrt();
+        if n > 0.0 {
+            v.iter_mut().for_each(|x| *x /= n);
+        }
+    };
+    let mut rng = crate::seed::stream(seed, "clustered-centres", 0);
+    let mut centres: Vec<f32> = (0..clusters * dim).map(|_| normal(&mut rng)).collect();
+    centres.chunks_exact_mut(dim).for_each(normalize);
+    let mut out = vec![0f32; n * dim];
+    for (i, v) in out.chunks_exact_mut(dim).enumerate() {
+        let mut rng = crate::seed::stream(seed, label, i as u64);
+        let c = rng.random_range(0..clusters);
+        for (x, &m) in v.iter_mut().zip(&centres[c * dim..(c + 1) * dim]) {
+            *x = m + noise * normal(&mut rng);
+        }
+        normalize(v);
+    }
+    out
+}

@@ -5,6 +5,12 @@ mod grpo;
 mod phantomwiki;
 mod questions;
 mod retrieval;
+#[cfg(feature = "bert")]
+mod retrieval_bert;
+#[cfg(feature = "gpu")]
+mod retrieval_gpu;
+#[cfg(feature = "hnsw")]
+mod retrieval_hnsw;
 mod retrieval_server;
 mod search_env;
 mod search_export;

@@ -1,0 +1,366 @@
+//! Approximate inner-product search with an HNSW graph (feature `hnsw`, crate `hnsw_rs`).
+//!
+//! [`HnswParams`] and [`recall_at_k`] are always available (index files record the
+//! parameters); the graph itself needs the feature.
+//!
+//! * **Distance**: [`InnerProductDistance`] is `1 - <a, b>` clamped into `[0, 2]` (and 2 for a
+//!   NaN, which validated inputs cannot produce), computed with a vectorised dot product
+//!   (16 independent lanes; AVX2+FMA when the CPU has it). hnsw_rs's own `DistDot` asserts
+//!   `0 <= 1 - <a, b>` and panics when rounding pushes the dot product of two unit vectors
+//!   above 1; the clamp makes that impossible here. The graph therefore needs unit (or zero)
+//!   vectors, which every rulegym encoder produces; [`HnswIndex::new`] rejects others.
+//! * **Parameters** ([`HnswParams`]) are validated: hnsw_rs calls `std::process::exit(1)` for
+//!   `m > 256`, so that and other out-of-range values come back as errors.
+//! * **Results**: the graph proposes `max(ef, k)` candidates; they are re-scored with the exact
+//!   canonical dot product (the flat index's score, bit for bit) and ranked by score, then
+//!   lowest index, so a returned list is always correctly ordered; only membership is
+//!   approximate (measure it with [`recall_at_k`]).
+//! * **Determinism**: hnsw_rs draws node levels from a fixed seed, so a sequential build
+//!   (`parallel: false`) gives the same graph on every run. The default parallel build inserts
+//!   on rayon's pool: which thread draws which level and the order of concurrent neighbour-list
+//!   updates depend on scheduling, so the graph — and hence which approximate neighbours a
+//!   query gets — can differ between runs (recall stays statistically the same). Searching a
+//!   given graph is deterministic.
+
+use super::RetrievalError;
+#[cfg(feature = "hnsw")]
+use super::flat::validate_vectors;
+#[cfg(feature = "hnsw")]
+use super::kernel::dot_canonical;
+use super::topk::Hit;
+#[cfg(feature = "hnsw")]
+use super::topk::rank_order;
+#[cfg(feature = "hnsw")]
+use hnsw_rs::prelude::{Distance, Hnsw};
+use serde::{Deserialize, Serialize};
+
+/// Largest `m` hnsw_rs accepts (it exits the process above this).
+pub const MAX_M: usize = 256;
+/// Most layers hnsw_rs builds.
+#[cfg(feature = "hnsw")]
+const MAX_LAYERS: usize = 16;
+
+/// HNSW build and search parameters.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+pub struct HnswParams {
+    /// Neighbours kept per node and layer (`M`; layer 0 keeps `2M`), 2..=256.
+    pub m: usize,
+    /// Candidate list width while building, `m..=100_000`.
+    pub ef_construction: usize,
+    /// Default candidate list width while searching (`>= 1`; a search uses `max(ef, k)`).
+    pub ef_search: usize,
+    /// Insert on rayon's pool (fast, not reproducible) or one by one (reproducible).
+    pub parallel: bool,
+}
+
+impl Default for HnswParams {
+    fn default() -> Self {
+        HnswParams {
+            m: 16,
+            ef_construction: 200,
+            ef_search: 64,
+            parallel: true,
+        }
+    }
+}
+
+impl HnswParams {
+    /// Checks the ranges documented on each field.
+    pub fn validate(&self) -> Result<(), RetrievalError> {
+        if !(2..=MAX_M).contains(&self.m) {
+            return Err(RetrievalError::Config(format!(
+                "HNSW m = {} outside 2..={MAX_M} (hnsw_rs would exit the process above {MAX_M})",
+                self.m
+            )));
+        }
+        if !(self.m..=100_000).contains(&self.ef_construction) {
+            return Err(RetrievalError::Config(format!(
+                "HNSW ef_construction = {} outside m..=100000 (m = {})",
+                self.ef_construction, self.m
+            )));
+        }
+        if !(1..=100_000).contains(&self.ef_search) {
+            return Err(RetrievalError::Config(format!(
+                "HNSW ef_search = {} outside 1..=100000",
+                self.ef_search
+            )));
+        }
+        Ok(())
+    }
+}
+
+#[cfg(feature = "hnsw")]
+/// `1 - <a, b>`, clamped into `[0, 2]`; never NaN, never panics (mismatched lengths compare
+/// the common prefix; the index never passes such pairs).
+#[derive(Clone, Copy, Debug, Default)]
+pub struct InnerProductDistance;
+
+#[cfg(feature = "hnsw")]
+impl Distance<f32> for InnerProductDistance {
+    fn eval(&self, va: &[f32], vb: &[f32]) -> f32 {
+        let d = 1.0 - dot(va, vb);
+        if d.is_nan() { 2.0 } else { d.clamp(0.0, 2.0) }
+    }
+}
+
+#[cfg(feature = "hnsw")]
+/// Dot product with 16 independent accumulators (vectorises to SIMD lanes).
+#[inline(always)]
+fn dot_lanes(a: &[f32], b: &[f32]) -> f32 {
+    let n = a.len().min(b.len());
+    let (a, b) = (&a[..n], &b[..n]);
+    let mut acc = [0f32; 16];
+    let mut ca = a.chunks_exact(16);
+    let mut cb = b.chunks_exact(16);
+    for (x, y) in (&mut ca).zip(&mut cb) {
+        for l in 0..16 {
+            acc[l] = x[l].mul_add(y[l], acc[l]);
+        }
+    }
+    let mut tail = 0f32;
+    for (x, y) in ca.remainder().iter().zip(cb.remainder()) {
+        tail = x.mul_add(*y, tail);
+    }
+    let mut s = [0f32; 8];
+    for l in 0..8 {
+        s[l] = acc[l] + acc[l + 8];
+    }
+    (s[0] + s[4]) + (s[1] + s[5]) + ((s[2] + s[6]) + (s[3] + s[7])) + tail
+}
+
+#[cfg(all(feature = "hnsw", target_arch = "x86_64"))]
+#[target_feature(enable = "avx2,fma")]
+fn dot_avx2(a: &[f32], b: &[f32]) -> f32 {
+    dot_lanes(a, b)
+}
+
+#[cfg(feature = "hnsw")]
+/// Vectorised dot product (AVX2+FMA when available, else the portable 16-lane loop; both
+/// give identical results since they perform the same fused operations in the same order).
+pub fn dot(a: &[f32], b: &[f32]) -> f32 {
+    #[cfg(target_arch = "x86_64")]
+    {
+        use std::sync::OnceLock;
+        static AVX2: OnceLock<bool> = OnceLock::new();
+        if *AVX2.get_or_init(|| {
+            std::arch::is_x86_feature_detected!("avx2")
+                && std::arch::is_x86_feature_detected!("fma")
+        }) {
+            // SAFETY: the CPU supports AVX2 and FMA (checked above).
+            return unsafe { dot_avx2(a, b) };
+        }
+    }
+    dot_lanes(a, b)
+}
+
+#[cfg(feature = "hnsw")]
+/// An HNSW graph over unit vectors, with its own copy of the rows for exact re-scoring.
+pub struct HnswIndex {
+    params: HnswParams,
+    dim: usize,
+    len: usize,
+    rows: Vec<f32>,
+    graph: Hnsw<'static, f32, InnerProductDistance>,
+}
+
+#[cfg(feature = "hnsw")]
+impl std::fmt::Debug for HnswIndex {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("HnswIndex")
+            .field("params", &self.params)
+            .field("dim", &self.dim)
+            .field("len", &self.len)
+            .finish_non_exhaustive()
+    }
+}
+
+#[cfg(feature = "hnsw")]
+impl HnswIndex {
+    /// Builds the graph over `data` (row-major, `dim` values per row). Rows must be finite and
+    /// of unit norm (within 1e-3) or exactly zero; parameters are validated first.
+    pub fn new(dim: usize, data: &[f32], params: HnswParams) -> Result<Self, RetrievalError> {
+        params.validate()?;
+        validate_vectors(data, dim, "row")?;
+        let len = data.len() / dim;
+        if len > u32::MAX as usize {
+            return Err(RetrievalError::Shape(format!("{len} rows exceed u32::MAX")));
+        }
+        for (i, v) in data.chunks_exact(dim).enumerate() {
+            let n2: f64 = v.iter().map(|x| (*x as f64) * (*x as f64)).sum();
+            if n2 != 0.0 && (n2.sqrt() - 1.0).abs() > 1e-3 {
+                return Err(RetrievalError::Config(format!(
+                    "HNSW needs unit or zero vectors (inner-product distance); row {i} has norm {:.4}",
+                    n2.sqrt()
+                )));
+            }
+        }
+        let graph = Hnsw::new(
+            params.m,
+            len.max(1),
+            MAX_LAYERS,
+            params.ef_construction,
+            InnerProductDistance,
+        );
+        let items: Vec<(&[f32], usize)> = data.chunks_exact(dim).zip(0..).collect();
+        if params.parallel {
+            graph.parallel_insert_slice(&items);
+        } else {
+            for item in items {
+                graph.insert_slice(item);
+            }
+        }
+        Ok(HnswIndex {
+            params,
+            dim,
+            len,
+            rows: data.to_vec(),
+            graph,
+        })
+    }
+
+    /// The parameters it was built with.
+    pub fn params(&self) -> &HnswParams {
+        &self.params
+    }
+
+    /// Vector dimension.
+    pub fn dim(&self) -> usize {
+        self.dim
+    }
+
+    /// Number of rows.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Whether the index has no rows.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// Approximate top-`k` for each query at the default search width.
+    pub fn search(&self, queries: &[f32], k: usize) -> Result<Vec<Vec<Hit>>, RetrievalError> {
+        self.search_ef(queries, k, self.params.ef_search)
+    }
+
+    /// Approximate top-`k` for each query with candidate list width `max(ef, k)`; hits are
+    /// scored with the exact canonical dot product and ordered by score, then lowest index.
+    pub fn search_ef(
+        &self,
+        queries: &[f32],
+        k: usize,
+        ef: usize,
+    ) -> Result<Vec<Vec<Hit>>, RetrievalError> {
+        if k == 0 {
+            return Err(RetrievalError::InvalidK(0));
+        }
+        if ef == 0 || ef > 100_000 {
+            return Err(RetrievalError::Config(format!(
+                "HNSW ef = {ef} outside 1..=100000"
+            )));
+        }
+        validate_vectors(queries, self.dim, "query")?;
+        use rayon::prelude::*;
+        Ok(queries
+            .par_chunks_exact(self.dim)
+            .map(|q| {
+                if self.len == 0 {
+                    return Vec::new();
+                }
+                let found = self.graph.search(q, k, ef.max(k));
+                let mut hits: Vec<Hit> = found
+                    .iter()
+                    .filter(|n| n.d_id < self.len)
+                    .map(|n| {
+                        let row = &self.rows[n.d_id * self.dim..(n.d_id + 1) * self.dim];
+                        Hit {
+                            index: n.d_id as u32,
+                            score: dot_canonical(q, row),
+                        }
+                    })
+                    .collect();
+                hits.sort_by(rank_order);
+                hits.dedup_by_key(|h| h.index);
+                hits.truncate(k);
+                hits
+            })
+            .collect())
+    }
+}
+
+/// Mean recall@k of `approx` against `exact` (the fraction of each exact top-k found in the
+/// approximate top-k, averaged over queries; 1.0 for no queries).
+pub fn recall_at_k(approx: &[Vec<Hit>], exact: &[Vec<Hit>], k: usize) -> f64 {
+    if exact.is_empty() {
+        return 1.0;
+    }
+    let mut sum = 0.0;
+    for (a, e) in approx.iter().zip(exact) {
+        let want: Vec<u32> = e.iter().take(k).map(|h| h.index).collect();
+        if want.is_empty() {
+            sum += 1.0;
+            continue;
+        }
+        let got = a.iter().take(k).filter(|h| want.contains(&h.index)).count();
+        sum += got as f64 / want.len() as f64;
+    }
+    sum / exact.len() as f64
+}
+
+#[cfg(feature = "hnsw")]
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn distance_never_leaves_its_range() {
+        let a = [1.0f32, 0.0];
+        let d = InnerProductDistance;
+        assert_eq!(d.eval(&a, &a), 0.0);
+        assert_eq!(d.eval(&[1.0000001, 0.0], &[1.0000001, 0.0]), 0.0);
+        assert_eq!(d.eval(&a, &[-1.0, 0.0]), 2.0);
+        assert_eq!(d.eval(&a, &[f32::NAN, 0.0]), 2.0);
+        assert_eq!(d.eval(&a, &[1.0]), 0.0);
+        let v: Vec<f32> = (0..37).map(|i| (i as f32 * 0.37).sin()).collect();
+        let w: Vec<f32> = (0..37).map(|i| (i as f32 * 0.11).cos()).collect();
+        assert!((dot(&v, &w) - dot_canonical(&v, &w)).abs() < 1e-5);
+        assert_eq!(dot(&v, &w), dot_lanes(&v, &w));
+    }
+
+    #[test]
+    fn bad_parameters_are_errors_not_exits() {
+        let data = [1.0f32, 0.0, 0.0, 1.0];
+        for m in [0, 1, 257, 10_000] {
+            let p = HnswParams {
+                m,
+                ..Default::default()
+            };
+            assert!(matches!(
+                HnswIndex::new(2, &data, p),
+                Err(RetrievalError::Config(_))
+            ));
+        }
+        let p = HnswParams {
+            ef_construction: 3,
+            ..Default::default()
+        };
+        assert!(HnswIndex::new(2, &data, p).is_err());
+        let p = HnswParams {
+            ef_search: 0,
+            ..Default::default()
+        };
+        assert!(HnswIndex::new(2, &data, p).is_err());
+        assert!(HnswIndex::new(2, &[3.0, 0.0], HnswParams::default()).is_err());
+        let idx = HnswIndex::new(2, &data, HnswParams::default()).unwrap();
+        assert!(matches!(
+            idx.search(&[1.0, 0.0], 0),
+            Err(RetrievalError::InvalidK(0))
+        ));
+        assert!(idx.search(&[f32::NAN, 0.0], 1).is_err());
+        let hits = idx.search(&[1.0, 0.0], 5).unwrap();
+        assert_eq!(
+            hits[0].iter().map(|h| h.index).collect::<Vec<_>>(),
+            vec![0, 1]
+        );
+    }
+}
