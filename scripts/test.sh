@@ -26,3 +26,17 @@ fi
 
 echo "== cargo test --release --all-features"
 cargo test --release --all-features "$@"
+
+# Python package: build the abi3 wheel once with maturin (sharing target/), install it into the
+# test venv like a user would (no Rust needed to install), run the pytest suite against it and
+# the CLI built above. RULEGYM_SKIP_PYTHON=1 skips this part.
+if [ -z "${RULEGYM_SKIP_PYTHON:-}" ]; then
+  echo "== Python package: maturin build, pytest python/tests"
+  [ -x .venv-test/bin/python ] || python3 -m venv .venv-test
+  .venv-test/bin/pip install -q -r scripts/test-requirements.txt
+  rm -f target/wheels/rulegym-*.whl
+  .venv-test/bin/maturin build --release --strip -m python/Cargo.toml \
+    -i .venv-test/bin/python -o target/wheels
+  .venv-test/bin/pip install -q --force-reinstall --no-deps target/wheels/rulegym-*.whl
+  RULEGYM_BIN="$PWD/target/release/rulegym" .venv-test/bin/python -m pytest python/tests -q -rs
+fi
