@@ -265,6 +265,13 @@ pub struct Proposals {
     report: GenerationReport,
 }
 
+impl Proposals {
+    /// The proposed questions (answers from the native screen until verified).
+    pub fn questions(&self) -> &[Question] {
+        &self.questions
+    }
+}
+
 /// Phase 1: walk, render and pre-check every slot. Deterministic in (universe, config): each
 /// slot draws from its own ChaCha stream keyed by (seed, family/cell, index). The native
 /// evaluator screens proposals (non-empty, unique where the family requires it); it never

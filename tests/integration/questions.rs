@@ -198,3 +198,53 @@ fn scoring_gold_is_one_and_wrong_is_zero() {
         assert_eq!(f1(&["Nobody Atall".to_owned()], &q.answers), 0.0);
     }
 }
+
+/// Golden SHA-256 of the default questions (default universe, default question config, and the
+/// three training families). A change is a family-version bump: update `Family::version_id`,
+/// this constant and CHANGELOG.md.
+const GOLDEN_QUESTIONS: [(&str, &str); 2] = [
+    (
+        "base",
+        "44e614abe905fc12a79dd235663b4a0919707cfa1835e5f720409f260fcac8a6",
+    ),
+    (
+        "families",
+        "6c78a47842ab02cac8a47445a6f3ec4f3ab56aa09cbc889ab8f30e021f372e55",
+    ),
+];
+
+#[test]
+fn default_questions_are_golden() {
+    let universe = Universe::generate(&UniverseConfig::default()).unwrap();
+    let engine = Engine::with_facts(&universe.facts()).unwrap();
+    let configs = [
+        ("base", QuestionConfig::default()),
+        (
+            "families",
+            QuestionConfig {
+                families: vec![
+                    Family::Hops,
+                    Family::HopsConstraints,
+                    Family::HopsComparisons,
+                ],
+                per_template: 3,
+                balance: true,
+                ..Default::default()
+            },
+        ),
+    ];
+    for ((name, config), (golden_name, golden)) in configs.into_iter().zip(GOLDEN_QUESTIONS) {
+        assert_eq!(name, golden_name);
+        let (questions, _) = question::generate(&universe, &engine, &config).unwrap();
+        let mut bytes = Vec::new();
+        for q in &questions {
+            serde_json::to_writer(&mut bytes, q).unwrap();
+            bytes.push(b'\n');
+        }
+        assert_eq!(
+            rulegym::dataset::sha256_hex(&bytes),
+            golden,
+            "{name} questions changed"
+        );
+    }
+}
