@@ -30,6 +30,9 @@ pub enum Error {
     /// A dataset export failed.
     #[error(transparent)]
     Export(#[from] crate::env::export::ExportError),
+    /// A model evaluation failed (endpoint, report).
+    #[error(transparent)]
+    Eval(#[from] crate::env::eval::EvalError),
     /// Reading or writing a file failed.
     #[error("{context}: {source}")]
     Io {

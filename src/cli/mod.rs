@@ -3,6 +3,7 @@
 use clap::{Parser, Subcommand};
 use std::process::ExitCode;
 
+mod eval;
 mod export;
 mod generate;
 mod grpo;
@@ -32,6 +33,8 @@ enum Command {
     Oracle(oracle::Args),
     /// Export the search tasks as verl or SkyRL training rows (parquet or JSONL).
     Export(export::Args),
+    /// Evaluate a model behind an OpenAI-compatible endpoint in the search environment.
+    Eval(eval::Args),
     /// Score predictions against gold answers (F1, EM, precision, recall per line).
     Score(score::Args),
     /// GRPO advantages, loss, gradient and metrics for a batch in a JSON file.
@@ -54,6 +57,7 @@ pub fn main() -> ExitCode {
         Command::Questions(args) => questions::run(args),
         Command::Oracle(args) => oracle::run(args),
         Command::Export(args) => export::run(args),
+        Command::Eval(args) => eval::run(args),
         Command::Score(args) => score::run(args),
         Command::Grpo(args) => grpo::run(args),
         Command::Index(args) => index::run(args),

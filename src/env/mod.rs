@@ -2,6 +2,8 @@
 //! and the tool-use environment share [`Step`], [`Span`] and the metadata conventions, so one
 //! trainer adapter and one conformance test serve both.
 
+pub mod eval;
+pub mod eval_plot;
 pub mod export;
 pub mod oracle;
 pub mod search;

@@ -13,6 +13,7 @@ mod retrieval_gpu;
 mod retrieval_hnsw;
 mod retrieval_server;
 mod search_env;
+mod search_eval;
 mod search_export;
 mod tool_rubric;
 mod universe;
