@@ -4,23 +4,42 @@
 %%   facts(ToolCalls, ToolResults, ToolErrors, AskedUser, UserSaid, UserRevealed, Answered, Said,
 %%         Stopped, FinalState, StateMatches, Turns)
 %% each argument a list of fact terms, e.g. tool_call(Step, Tool, Args). JSON values are terms:
-%% objects json(["key"-Value, ...]) with sorted string keys, strings "...", integers, floats
-%% num("1.5"), true, false, null, arrays as lists.
+%% objects obj("key1", Value1, "key2", Value2, ...) with sorted string keys (the atom obj when
+%% empty; a flat term is several times cheaper to pass than a list of pairs), strings "...",
+%% integers, other numbers num("1.5"), true, false, null, arrays as lists.
 %%
 %% A task's rubric is compiled (in Rust, from checked rule bodies) into clauses
 %%   Pred(Index, Facts, Step) :- Body.
-%% consulted once per task; rg_score/5 evaluates every item under a per-item inference limit.
+%% consulted once per task; rg_score/5 evaluates every item under an inference budget.
 
 :- use_module(library(lists)).
 :- use_module(library(iso_ext)).
 :- use_module(library(between)).
 
-%% rg_score(+Pred, +Indices, +Limit, +Facts, -Results): one result per index, in order:
-%% passed(Step) (Step unbound when the rule reports none), failed, limit, or error(E).
-rg_score(_, [], _, _, []).
-rg_score(P, [I|Is], L, F, [R|Rs]) :-
+%% rg_score(+Pred, +Indices, +Limit, +Facts, -Results): every item under ONE inference budget
+%% (one call_with_inference_limit is much cheaper than one per item). Results is a list with one
+%% result per index: passed(Step) (Step unbound when the rule reports none), failed or error(E);
+%% or the atom limit when the budget ran out (rg_score_each/5 then tells which item).
+rg_score(P, Is, L, F, Rs) :-
+    (   call_with_inference_limit(rg_all(P, Is, F, Rs0), L, D)
+    ->  ( D == inference_limit_exceeded -> Rs = limit ; Rs = Rs0 )
+    ;   Rs = limit
+    ).
+
+rg_all(_, [], _, []).
+rg_all(P, [I|Is], F, [R|Rs]) :-
+    (   catch(call(P, I, F, S), E, true)
+    ->  ( nonvar(E) -> R = error(E) ; R = passed(S) )
+    ;   R = failed
+    ),
+    rg_all(P, Is, F, Rs).
+
+%% rg_score_each(+Pred, +Indices, +Limit, +Facts, -Results): like rg_score/5 with a budget of
+%% Limit per item; a result is limit for an item that ran out.
+rg_score_each(_, [], _, _, []).
+rg_score_each(P, [I|Is], L, F, [R|Rs]) :-
     rg_item(P, I, L, F, R),
-    rg_score(P, Is, L, F, Rs).
+    rg_score_each(P, Is, L, F, Rs).
 
 rg_item(P, I, L, F, R) :-
     (   catch(call_with_inference_limit(call(P, I, F, S), L, D), E, true)
@@ -55,7 +74,21 @@ rg_state_field(F, T, K, Field, V) :-
 
 %% Pure helpers.
 %% json_get(+Json, +Key, -Value): Key an atom or a string.
-rg_json_get(json(Pairs), K, V) :- rg_text(K, KC), member(KC-V, Pairs).
+rg_json_get(O, K, V) :-
+    compound(O), functor(O, obj, N), rg_text(K, KC), rg_obj_get(O, 1, N, KC, V).
+rg_obj_get(O, I, N, K, V) :-
+    I < N, arg(I, O, K0),
+    (   K0 == K -> J is I + 1, arg(J, O, V)
+    ;   I2 is I + 2, rg_obj_get(O, I2, N, K, V)
+    ).
+%% json_pairs(+Json, -Pairs): the object as a list of "key"-Value pairs.
+rg_json_pairs(obj, []) :- !.
+rg_json_pairs(O, Ps) :- compound(O), functor(O, obj, N), rg_pairs(O, 1, N, Ps).
+rg_pairs(O, I, N, Ps) :-
+    (   I > N -> Ps = []
+    ;   arg(I, O, K), J is I + 1, arg(J, O, V), Ps = [K-V|Rest],
+        I2 is I + 2, rg_pairs(O, I2, N, Rest)
+    ).
 %% text_contains(+Text, +Sub), text_contains_ci(+Text, +Sub): substring tests on strings or atoms.
 rg_text_contains(T, Sub) :- rg_text(T, TC), rg_text(Sub, SC), rg_sub(TC, SC), !.
 rg_text_contains_ci(T, Sub) :-

@@ -27,6 +27,12 @@ pub enum Error {
     /// A rubric could not be compiled or evaluated.
     #[error(transparent)]
     Rubric(#[from] crate::reward::rubric::RubricError),
+    /// A tool or user simulator failed.
+    #[error(transparent)]
+    Simulator(#[from] crate::env::tool_sim::SimError),
+    /// An LLM backend failed.
+    #[error(transparent)]
+    Llm(#[from] crate::synth::llm::LlmError),
     /// A dataset export failed.
     #[error(transparent)]
     Export(#[from] crate::env::export::ExportError),

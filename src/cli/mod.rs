@@ -14,6 +14,7 @@ pub(crate) mod questions;
 mod score;
 mod search;
 mod serve;
+mod tools;
 
 /// rulegym: verifiable RL environments for small LLM agents.
 #[derive(Parser, Debug)]
@@ -47,6 +48,8 @@ enum Command {
     Search(search::Args),
     /// Serve an index over HTTP, Search-R1 compatible (feature `server`).
     Serve(serve::Args),
+    /// Tool-use tasks: score a conversation against its rubric, or play an agent through tasks.
+    Tools(tools::Args),
 }
 
 /// Entry point of the binary: parse flags, run the subcommand, print errors.
@@ -64,6 +67,7 @@ pub fn main() -> ExitCode {
         Command::Phantomwiki(args) => phantomwiki::run(args),
         Command::Search(args) => search::run(args),
         Command::Serve(args) => serve::run(args),
+        Command::Tools(args) => tools::run(args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

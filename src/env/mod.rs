@@ -7,6 +7,9 @@ pub mod eval_plot;
 pub mod export;
 pub mod oracle;
 pub mod search;
+pub mod tool;
+pub mod tool_sim;
+pub mod tool_user;
 
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;

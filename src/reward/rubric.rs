@@ -258,6 +258,8 @@ pub struct RubricProgram {
     pub tools: BTreeSet<String>,
     /// Slot names.
     pub slots: BTreeSet<String>,
+    /// Which fact groups the rules read.
+    pub used: [bool; FACT_GROUPS],
 }
 
 impl RubricProgram {
@@ -314,6 +316,7 @@ impl RubricProgram {
         let predicate = format!("rg_item_{hash}");
         let source = render(&predicate)?;
         Ok(RubricProgram {
+            used: checker.used_groups(),
             items,
             predicate,
             source,
@@ -327,12 +330,16 @@ impl RubricProgram {
         })
     }
 
-    /// Builds the facts term of a trajectory (canonical order: by step, then by content).
+    /// Builds the facts term of a trajectory: groups no rule reads are passed empty; each group
+    /// is in canonical order (by step, then by rendered text), so the result does not depend on
+    /// the order of `trajectory.events`.
     pub fn facts_term(&self, trajectory: &Trajectory) -> Term {
-        let mut groups: Vec<Vec<(u32, String, Term)>> = vec![Vec::new(); FACT_GROUPS];
-        let mut push = |group: usize, step: u32, term: Term| {
-            let key = format!("{term:?}");
-            groups[group - 1].push((step, key, term));
+        let mut groups: Vec<Vec<(u32, Term)>> = vec![Vec::new(); FACT_GROUPS];
+        let used = self.used;
+        let mut push = |group: usize, step: u32, term: &dyn Fn() -> Term| {
+            if used[group - 1] {
+                groups[group - 1].push((step, term()));
+            }
         };
         let tool = |name: &str| {
             if self.tools.contains(name) {
@@ -342,95 +349,106 @@ impl RubricProgram {
             }
         };
         for event in &trajectory.events {
-            let s = Term::Int(i64::from(event.step()));
             let step = event.step();
+            let s = || Term::Int(i64::from(step));
             match event {
-                Event::ToolCall { tool: t, args, .. } => push(
-                    1,
-                    step,
-                    Term::compound("tool_call", [s, tool(t), json_term(args, 0)]),
-                ),
+                Event::ToolCall { tool: t, args, .. } => push(1, step, &|| {
+                    Term::compound("tool_call", [s(), tool(t), json_term(args, 0)])
+                }),
                 Event::ToolResult {
                     tool: t, result, ..
-                } => push(
-                    2,
-                    step,
-                    Term::compound("tool_result", [s, tool(t), json_term(result, 0)]),
-                ),
+                } => push(2, step, &|| {
+                    Term::compound("tool_result", [s(), tool(t), json_term(result, 0)])
+                }),
                 Event::ToolError {
                     tool: t, reason, ..
-                } => push(
-                    3,
-                    step,
-                    Term::compound("tool_error", [s, tool(t), text(reason)]),
-                ),
+                } => push(3, step, &|| {
+                    Term::compound("tool_error", [s(), tool(t), text(reason)])
+                }),
                 Event::AskedUser { text: t, .. } => {
-                    push(4, step, Term::compound("asked_user", [s, text(t)]))
+                    push(4, step, &|| Term::compound("asked_user", [s(), text(t)]))
                 }
                 Event::UserSaid { text: t, .. } => {
-                    push(5, step, Term::compound("user_said", [s, text(t)]))
+                    push(5, step, &|| Term::compound("user_said", [s(), text(t)]))
                 }
-                Event::UserRevealed { slot, .. } => {
+                Event::UserRevealed { slot, .. } => push(6, step, &|| {
                     let slot = if self.slots.contains(slot) {
                         Term::atom(slot.clone())
                     } else {
                         Term::compound("unknown", [text(slot)])
                     };
-                    push(6, step, Term::compound("user_revealed", [s, slot]))
-                }
+                    Term::compound("user_revealed", [s(), slot])
+                }),
                 Event::Answered { text: t, .. } => {
-                    push(7, step, Term::compound("answered", [s, text(t)]))
+                    push(7, step, &|| Term::compound("answered", [s(), text(t)]))
                 }
-                Event::Said { text: t, .. } => push(8, step, Term::compound("said", [s, text(t)])),
-                Event::Stopped { marker, .. } => push(
-                    9,
-                    step,
-                    Term::compound("stopped", [s, Term::atom(marker.atom())]),
-                ),
+                Event::Said { text: t, .. } => {
+                    push(8, step, &|| Term::compound("said", [s(), text(t)]))
+                }
+                Event::Stopped { marker, .. } => push(9, step, &|| {
+                    Term::compound("stopped", [s(), Term::atom(marker.atom())])
+                }),
             }
         }
         if let Some(state) = &trajectory.final_state {
             for (table, records) in state {
                 for (key, record) in records {
-                    push(
-                        10,
-                        0,
+                    push(10, 0, &|| {
                         Term::compound(
                             "final_state",
                             [
                                 Term::atom(table.clone()),
                                 text(key),
-                                json_term(&Json::Object(record.clone()), 0),
+                                json_object(record.iter(), 0),
                             ],
-                        ),
-                    );
+                        )
+                    });
                 }
             }
         }
-        let mut args: Vec<Term> = groups
+        if let Some(m) = trajectory.state_matches {
+            push(11, 0, &|| {
+                Term::compound(
+                    "state_matches",
+                    [Term::atom(if m { "true" } else { "false" })],
+                )
+            });
+        }
+        push(12, 0, &|| {
+            Term::compound("turns", [Term::Int(i64::from(trajectory.turns))])
+        });
+        let args: Vec<Term> = groups
             .into_iter()
             .map(|mut g| {
-                g.sort_by(|a, b| (a.0, &a.1).cmp(&(b.0, &b.1)));
-                Term::List(g.into_iter().map(|(_, _, t)| t).collect())
+                g.sort_by_key(|&(step, _)| step);
+                canonical_ties(&mut g);
+                Term::List(g.into_iter().map(|(_, t)| t).collect())
             })
             .collect();
-        args[10] = Term::List(
-            trajectory
-                .state_matches
-                .map(|m| {
-                    Term::compound(
-                        "state_matches",
-                        [Term::atom(if m { "true" } else { "false" })],
-                    )
-                })
-                .into_iter()
-                .collect(),
-        );
-        args[11] = Term::List(vec![Term::compound(
-            "turns",
-            [Term::Int(i64::from(trajectory.turns))],
-        )]);
         Term::compound("facts", args)
+    }
+}
+
+/// Orders facts of the same step by their rendered text (only runs of equal steps are rendered).
+fn canonical_ties(group: &mut [(u32, Term)]) {
+    let mut start = 0;
+    while start < group.len() {
+        let mut end = start + 1;
+        while end < group.len() && group[end].0 == group[start].0 {
+            end += 1;
+        }
+        if end - start > 1 {
+            let run = &mut group[start..end];
+            let mut keyed: Vec<(String, Term)> = run
+                .iter()
+                .map(|(_, t)| (t.render().unwrap_or_default(), t.clone()))
+                .collect();
+            keyed.sort_by(|a, b| a.0.cmp(&b.0));
+            for (slot, (_, t)) in run.iter_mut().zip(keyed) {
+                slot.1 = t;
+            }
+        }
+        start = end;
     }
 }
 
@@ -448,8 +466,13 @@ fn text(s: &str) -> Term {
     )
 }
 
-/// A JSON value as a Prolog term: objects `json(["key"-V, ...])` (sorted keys), strings,
-/// integers, `num("1.5")` for other numbers, `true`/`false`/`null`, lists.
+/// Most keys of a JSON object passed as a term (scryer limits the arity of compound terms);
+/// bigger objects become the atom `too_big`.
+pub const MAX_JSON_KEYS: usize = 200;
+
+/// A JSON value as a Prolog term: objects `obj("k1", V1, "k2", V2, ...)` with sorted keys (the
+/// atom `obj` when empty), strings, integers, `num("1.5")` for other numbers,
+/// `true`/`false`/`null`, lists. Nesting deeper than [`MAX_JSON_DEPTH`] becomes `too_deep`.
 pub fn json_term(value: &Json, depth: usize) -> Term {
     if depth > MAX_JSON_DEPTH {
         return Term::atom("too_deep");
@@ -463,14 +486,29 @@ pub fn json_term(value: &Json, depth: usize) -> Term {
         },
         Json::String(s) => text(s),
         Json::Array(items) => Term::List(items.iter().map(|v| json_term(v, depth + 1)).collect()),
-        Json::Object(map) => Term::compound(
-            "json",
-            [Term::List(
-                map.iter()
-                    .map(|(k, v)| Term::compound("-", [text(k), json_term(v, depth + 1)]))
-                    .collect(),
-            )],
-        ),
+        Json::Object(map) => json_object(map.iter(), depth),
+    }
+}
+
+fn json_object<'a>(
+    pairs: impl ExactSizeIterator<Item = (&'a String, &'a Json)>,
+    depth: usize,
+) -> Term {
+    if depth > MAX_JSON_DEPTH {
+        return Term::atom("too_deep");
+    }
+    if pairs.len() > MAX_JSON_KEYS {
+        return Term::atom("too_big");
+    }
+    let mut args = Vec::with_capacity(pairs.len() * 2);
+    for (k, v) in pairs {
+        args.push(text(k));
+        args.push(json_term(v, depth + 1));
+    }
+    if args.is_empty() {
+        Term::atom("obj")
+    } else {
+        Term::compound("obj", args)
     }
 }
 
@@ -605,25 +643,18 @@ impl RubricScorer {
         let rule_results = if indices.is_empty() {
             Vec::new()
         } else {
-            let results = Var::new("Results").expect("valid");
-            let goal = Term::compound(
-                "rg_score",
-                [
-                    Term::atom(program.predicate.clone()),
-                    Term::List(indices),
-                    Term::Int(self.config.item_inferences.min(i64::MAX as u64) as i64),
-                    program.facts_term(trajectory),
-                    Term::var(&results),
-                ],
-            );
-            let limits = QueryLimits {
-                inferences: None,
-                max_solutions: 1,
-            };
-            let rows = self.engine.query_with(&goal, &[results], limits)?;
-            match rows.into_iter().next().and_then(|mut r| r.pop()) {
-                Some(Value::List(items)) => items,
-                other => return Err(RubricError::Decode(format!("{other:?}"))),
+            let facts = program.facts_term(trajectory);
+            let per_item = self.config.item_inferences.min(i64::MAX as u64 / 1024);
+            let budget = per_item * indices.len() as u64;
+            match self.run(program, "rg_score", &indices, budget, &facts)? {
+                Some(items) => items,
+                None => {
+                    // The shared budget ran out: find the item with per-item budgets.
+                    match self.run(program, "rg_score_each", &indices, per_item, &facts)? {
+                        Some(items) => items,
+                        None => return Err(RubricError::Decode("no results".into())),
+                    }
+                }
             }
         };
         let mut rule_results = rule_results.into_iter();
@@ -639,6 +670,12 @@ impl RubricScorer {
                             return Err(RubricError::InferenceLimit {
                                 item: item.id.clone(),
                                 limit: self.config.item_inferences,
+                            });
+                        }
+                        Value::Atom(a) if a == "budget" => {
+                            return Err(RubricError::InferenceLimit {
+                                item: "(the rubric as a whole)".into(),
+                                limit: self.config.item_inferences * program.items.len() as u64,
                             });
                         }
                         Value::Compound(f, args) if f == "passed" && args.len() == 1 => {
@@ -660,6 +697,42 @@ impl RubricScorer {
             }
         }
         Ok(combine(program, outcomes, self.config.variant))
+    }
+
+    /// Runs `entry(Pred, Indices, Limit, Facts, Results)`; `None` when the answer is the atom
+    /// `limit` (the shared budget ran out).
+    fn run(
+        &self,
+        program: &RubricProgram,
+        entry: &str,
+        indices: &[Term],
+        limit: u64,
+        facts: &Term,
+    ) -> Result<Option<Vec<Value>>, RubricError> {
+        let results = Var::new("Results").expect("valid");
+        let goal = Term::compound(
+            entry,
+            [
+                Term::atom(program.predicate.clone()),
+                Term::List(indices.to_vec()),
+                Term::Int(limit as i64),
+                facts.clone(),
+                Term::var(&results),
+            ],
+        );
+        let limits = QueryLimits {
+            inferences: None,
+            max_solutions: 1,
+        };
+        let rows = self.engine.query_with(&goal, &[results], limits)?;
+        match rows.into_iter().next().and_then(|mut r| r.pop()) {
+            Some(Value::List(items)) => Ok(Some(items)),
+            Some(Value::Atom(a)) if a == "limit" && entry == "rg_score" => Ok(None),
+            Some(Value::Atom(a)) if a == "limit" => Ok(Some(
+                std::iter::repeat_n(Value::Atom("budget".into()), indices.len()).collect(),
+            )),
+            other => Err(RubricError::Decode(format!("{other:?}"))),
+        }
     }
 }
 

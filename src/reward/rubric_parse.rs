@@ -454,6 +454,7 @@ pub const FACT_HELPERS: &[(&str, usize)] = &[
 /// Pure helpers from `prolog/rubric.pl`: called as `rg_<name>(Args...)`.
 pub const PURE_HELPERS: &[(&str, usize)] = &[
     ("json_get", 3),
+    ("json_pairs", 2),
     ("text_contains", 2),
     ("text_contains_ci", 2),
     ("len", 2),
@@ -522,6 +523,7 @@ pub struct Checker {
     vars: BTreeMap<String, Var>,
     fresh: usize,
     facts_var: Var,
+    used: [bool; FACT_GROUPS],
 }
 
 impl Default for Checker {
@@ -538,7 +540,14 @@ impl Checker {
             vars: BTreeMap::new(),
             fresh: 0,
             facts_var: Var::new("F__").expect("valid variable"),
+            used: [false; FACT_GROUPS],
         }
+    }
+
+    /// Which fact groups (positions 1..=[`FACT_GROUPS`] of the facts term, 0-based here) any
+    /// checked body reads; the others need not be passed to queries.
+    pub fn used_groups(&self) -> [bool; FACT_GROUPS] {
+        self.used
     }
 
     /// The variable that holds the facts term in every clause.
@@ -661,6 +670,7 @@ impl Checker {
             _ => {}
         }
         if let Some(&(_, _, position)) = FACTS.iter().find(|&&(n, a, _)| n == name && a == arity) {
+            self.used[position - 1] = true;
             // fact(Args) -> (arg(Position, F, L), member(fact(Args), L))
             let list = self.fresh_var();
             let data = args
@@ -685,6 +695,12 @@ impl Checker {
                 .collect::<Result<Vec<_>, ParseError>>()
         };
         if FACT_HELPERS.contains(&(name, arity)) {
+            let group = match name {
+                "revealed" | "revealed_before" => 6,
+                "state_field" => 10,
+                _ => 1,
+            };
+            self.used[group - 1] = true;
             let mut all = vec![Term::var(&self.facts_var)];
             all.extend(data_args(self)?);
             return Ok(Term::compound(format!("rg_{name}"), all));

@@ -1,5 +1,7 @@
 //! Tool-use task synthesis: the task schema, a JSON Schema validator for tool schemas, and the
 //! LLM backend (OpenAI-compatible client, record/replay cache, scripted backend).
 
+pub mod llm;
+pub mod llm_openai;
 pub mod schema;
 pub mod task;

@@ -15,5 +15,6 @@ mod retrieval_server;
 mod search_env;
 mod search_eval;
 mod search_export;
+mod tool_env;
 mod tool_rubric;
 mod universe;

@@ -1,0 +1,674 @@
+//! The tool-use environment: simulators (mapping consistency under concurrency, outputs
+//! validation, persistence), the rule-based user, routing and protocols, and end-to-end runs of
+//! scripted agents behind a local OpenAI-compatible HTTP server.
+
+use super::tool_rubric::trip_task;
+use rulegym::env::Environment;
+use rulegym::env::tool::{
+    Protocol, ToolEnv, ToolEnvConfig, ToolWorld, openai_call, play_episode,
+    trajectory_from_messages,
+};
+use rulegym::env::tool_sim::{MappingConfig, MappingSimulator, SimError, canonical_json};
+use rulegym::env::tool_user::{DONT_KNOW, RuleUser, UserSimulator};
+use rulegym::reward::rubric::{Event, RubricScorer, ScoreConfig};
+use rulegym::synth::llm::{
+    CacheMode, CachedBackend, ChatMessage, ChatRequest, ChatResponse, LlmBackend, LlmError,
+    ScriptedBackend, assistant_text,
+};
+use rulegym::synth::llm_openai::{OpenAiBackend, OpenAiConfig};
+use rulegym::synth::schema::Schema;
+use rulegym::synth::task::ValidateOptions;
+use serde_json::{Value, json};
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpListener;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, OnceLock};
+use std::time::Duration;
+
+fn world() -> Arc<ToolWorld> {
+    Arc::new(ToolWorld::new(trip_task(), ValidateOptions::default()).unwrap())
+}
+
+fn scorer() -> Arc<RubricScorer> {
+    static S: OnceLock<Arc<RubricScorer>> = OnceLock::new();
+    S.get_or_init(|| Arc::new(RubricScorer::new(ScoreConfig::default()).unwrap()))
+        .clone()
+}
+
+/// A simulator backend that answers with a new flight list per call (so reuse is visible).
+fn flight_backend() -> Arc<ScriptedBackend> {
+    let n = Arc::new(AtomicU64::new(0));
+    Arc::new(ScriptedBackend::new(move |_req| {
+        let i = n.fetch_add(1, Ordering::SeqCst);
+        Ok(assistant_text(
+            &json!({"flights": [{"flight_id": "OS123", "price": 120 + i}]}).to_string(),
+        ))
+    }))
+}
+
+fn outputs_schema() -> Schema {
+    Schema::compile(
+        trip_task()
+            .tool("search_flights")
+            .unwrap()
+            .outputs
+            .as_ref()
+            .unwrap(),
+    )
+    .unwrap()
+}
+
+#[test]
+fn canonical_json_ignores_order_whitespace_and_integral_floats() {
+    let a: Value = serde_json::from_str(r#"{"b": [1, 2.0], "a": {"y": 1, "x": "s p"}}"#).unwrap();
+    let b: Value = serde_json::from_str("{\"a\":{\"x\":\"s p\",\n\"y\":1.0},\"b\":[1,2]}").unwrap();
+    assert_eq!(canonical_json(&a), canonical_json(&b));
+    assert_ne!(
+        canonical_json(&a),
+        canonical_json(&json!({"a": {"x": "sp", "y": 1}, "b": [1, 2]}))
+    );
+}
+
+#[test]
+fn sixteen_concurrent_rollouts_get_one_response_and_one_entry() {
+    let dir = tempfile::tempdir().unwrap();
+    let backend = flight_backend();
+    let sim = Arc::new(
+        MappingSimulator::new(
+            "trip",
+            Some(dir.path().join("trip.json")),
+            Some(backend.clone() as Arc<dyn LlmBackend>),
+            MappingConfig::default(),
+        )
+        .unwrap(),
+    );
+    let task = trip_task();
+    let tool = task.tool("search_flights").unwrap().clone();
+    let outputs = outputs_schema();
+    let texts = [
+        r#"{"destination": "Oslo", "date": "2024-06-03"}"#,
+        r#"{"date":"2024-06-03","destination":"Oslo"}"#,
+        "{\n  \"date\" : \"2024-06-03\",\n  \"destination\" : \"Oslo\"\n}",
+    ];
+    let responses: Vec<Value> = std::thread::scope(|s| {
+        let handles: Vec<_> = (0..16)
+            .map(|i| {
+                let sim = sim.clone();
+                let (tool, outputs) = (&tool, &outputs);
+                let args: Value = serde_json::from_str(texts[i % texts.len()]).unwrap();
+                s.spawn(move || sim.lookup(tool, outputs, &args).unwrap())
+            })
+            .collect();
+        handles.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    assert!(
+        responses.iter().all(|r| r == &responses[0]),
+        "{responses:?}"
+    );
+    assert_eq!(backend.calls(), 1, "one generation for one canonical key");
+    assert_eq!(sim.len(), 1);
+    // Distinct keys from 16 threads: no entry is lost, in memory or on disk.
+    std::thread::scope(|s| {
+        for i in 0..16 {
+            let sim = sim.clone();
+            let (tool, outputs) = (&tool, &outputs);
+            s.spawn(move || {
+                let args = json!({"destination": format!("City{i}"), "date": "2024-06-03"});
+                sim.lookup(tool, outputs, &args).unwrap()
+            });
+        }
+    });
+    assert_eq!(sim.len(), 17);
+    // A second simulator on the same file (another process) replays every entry, no LLM needed.
+    let replay = MappingSimulator::new(
+        "trip",
+        Some(dir.path().join("trip.json")),
+        None,
+        MappingConfig::default(),
+    )
+    .unwrap();
+    assert_eq!(replay.entries(), sim.entries());
+    let args = json!({"date": "2024-06-03", "destination": "Oslo"});
+    assert_eq!(replay.lookup(&tool, &outputs, &args).unwrap(), responses[0]);
+    let miss = replay.lookup(
+        &tool,
+        &outputs,
+        &json!({"destination": "Rome", "date": "2024-06-03"}),
+    );
+    assert!(matches!(miss, Err(SimError::NoBackend(_))));
+}
+
+#[test]
+fn two_simulators_on_one_file_lose_no_entries() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("m.json");
+    let tool = trip_task().tool("search_flights").unwrap().clone();
+    let outputs = outputs_schema();
+    let make = || {
+        Arc::new(
+            MappingSimulator::new(
+                "t",
+                Some(path.clone()),
+                Some(flight_backend() as Arc<dyn LlmBackend>),
+                MappingConfig::default(),
+            )
+            .unwrap(),
+        )
+    };
+    let (a, b) = (make(), make());
+    std::thread::scope(|s| {
+        for i in 0..8 {
+            for sim in [&a, &b] {
+                let sim = sim.clone();
+                let (tool, outputs) = (&tool, &outputs);
+                s.spawn(move || {
+                    sim.lookup(
+                        tool,
+                        outputs,
+                        &json!({"destination": format!("C{i}"), "date": "2024-06-03"}),
+                    )
+                    .unwrap()
+                });
+            }
+        }
+    });
+    let disk = MappingSimulator::new("t", Some(path), None, MappingConfig::default()).unwrap();
+    assert_eq!(disk.len(), 8);
+    // Each key has one response everywhere (the first recorded wins).
+    for e in disk.entries() {
+        let args: Value = serde_json::from_str(&e.args).unwrap();
+        assert_eq!(a.lookup(&tool, &outputs, &args).unwrap(), e.response);
+        assert_eq!(b.lookup(&tool, &outputs, &args).unwrap(), e.response);
+    }
+}
+
+#[test]
+fn responses_violating_outputs_are_rejected_with_a_reason() {
+    let tool = trip_task().tool("search_flights").unwrap().clone();
+    let outputs = outputs_schema();
+    for (answer, why) in [
+        (
+            r#"{"flights": [{"flight_id": "X"}]}"#,
+            "missing required property \"price\"",
+        ),
+        ("Sure! Here are some flights: OS123", "not a JSON value"),
+        (r#"{"flights": "none"}"#, "expected array"),
+    ] {
+        let sim = MappingSimulator::new(
+            "t",
+            None,
+            Some(Arc::new(ScriptedBackend::constant(answer)) as Arc<dyn LlmBackend>),
+            MappingConfig::default(),
+        )
+        .unwrap();
+        let err = sim
+            .lookup(
+                &tool,
+                &outputs,
+                &json!({"destination": "Oslo", "date": "2024-06-03"}),
+            )
+            .unwrap_err();
+        match &err {
+            SimError::InvalidResponse {
+                reason, attempts, ..
+            } => {
+                assert!(reason.contains(why), "{reason}");
+                assert_eq!(*attempts, 3);
+            }
+            other => panic!("{other}"),
+        }
+        assert!(sim.is_empty(), "an invalid response is never recorded");
+    }
+    // A fenced JSON answer is accepted; the map is bounded.
+    let sim = MappingSimulator::new(
+        "t",
+        None,
+        Some(
+            Arc::new(ScriptedBackend::constant("```json\n{\"flights\": []}\n```"))
+                as Arc<dyn LlmBackend>,
+        ),
+        MappingConfig {
+            capacity: 2,
+            ..MappingConfig::default()
+        },
+    )
+    .unwrap();
+    for i in 0..2 {
+        sim.lookup(
+            &tool,
+            &outputs,
+            &json!({"destination": format!("C{i}"), "date": "x"}),
+        )
+        .unwrap();
+    }
+    let full = sim.lookup(&tool, &outputs, &json!({"destination": "C9", "date": "x"}));
+    assert!(matches!(full, Err(SimError::Full { capacity: 2, .. })));
+}
+
+#[test]
+fn equivalence_check_reuses_an_earlier_entry() {
+    let tool = trip_task().tool("search_flights").unwrap().clone();
+    let outputs = outputs_schema();
+    let generator = flight_backend();
+    let backend = Arc::new(ScriptedBackend::new(move |req: &ChatRequest| {
+        let prompt = req.messages.last().unwrap().content_str();
+        if prompt.contains("means exactly the same request") {
+            Ok(assistant_text("1"))
+        } else {
+            generator.chat(req)
+        }
+    }));
+    let sim = MappingSimulator::new(
+        "t",
+        None,
+        Some(backend as Arc<dyn LlmBackend>),
+        MappingConfig {
+            ask_equivalence: true,
+            ..MappingConfig::default()
+        },
+    )
+    .unwrap();
+    let a = sim
+        .lookup(
+            &tool,
+            &outputs,
+            &json!({"destination": "Oslo", "date": "2024-06-03"}),
+        )
+        .unwrap();
+    let b = sim
+        .lookup(
+            &tool,
+            &outputs,
+            &json!({"destination": "oslo", "date": "2024-06-03"}),
+        )
+        .unwrap();
+    assert_eq!(a, b);
+    assert_eq!(sim.len(), 2);
+}
+
+#[test]
+fn rule_user_reveals_one_asked_slot_per_turn() {
+    let mut user = RuleUser::new(&trip_task());
+    assert_eq!(
+        user.reply("Which tool should I use?").unwrap().text,
+        DONT_KNOW
+    );
+    assert_eq!(user.reply("What is your budget?").unwrap().text, DONT_KNOW);
+    let r = user
+        .reply("Where are you going, and on what date?")
+        .unwrap();
+    assert_eq!(
+        (r.text.as_str(), r.revealed.clone()),
+        ("Oslo.", vec!["destination".to_owned()])
+    );
+    let r = user
+        .reply("Where are you going, and on what date?")
+        .unwrap();
+    assert_eq!(
+        (r.text.as_str(), r.revealed.clone()),
+        ("2024-06-03.", vec!["date".to_owned()])
+    );
+    let r = user.reply("Sorry, where again?").unwrap();
+    assert_eq!(r.text, "Oslo.");
+    assert!(r.revealed.is_empty());
+}
+
+fn env(protocol: Protocol) -> ToolEnv {
+    let w = world();
+    let sim = Arc::new(
+        MappingSimulator::new(
+            "trip",
+            None,
+            Some(flight_backend() as Arc<dyn LlmBackend>),
+            MappingConfig::default(),
+        )
+        .unwrap(),
+    );
+    ToolEnv::new(
+        w.clone(),
+        Some(sim),
+        Box::new(RuleUser::new(&w.task)),
+        scorer(),
+        ToolEnvConfig {
+            max_turns: 8,
+            protocol,
+        },
+    )
+}
+
+const HERMES_GOOD: &[&str] = &[
+    "Where are you flying to?",
+    "<question>What date do you leave?</question>",
+    "Let me search.\n<tool_call>\n{\"name\": \"search_flights\", \"arguments\": {\"destination\": \"Oslo\", \"date\": \"2024-06-03\"}}\n</tool_call>",
+    "<tool_call>{\"name\": \"book_flight\", \"arguments\": {\"flight_id\": \"OS123\", \"date\": \"2024-06-03\"}}</tool_call>",
+    "<answer>Your flight OS123 is booked.</answer>",
+];
+
+#[test]
+fn hermes_episode_routes_turns_and_scores_one() {
+    let mut e = env(Protocol::Hermes);
+    let prompt = e.reset().unwrap();
+    assert!(prompt[0].content.contains("<tools>") && prompt[0].content.contains("search_flights"));
+    assert_eq!(prompt[1].content, "Book me a flight for my next trip.");
+    let s = e.step(HERMES_GOOD[0]).unwrap();
+    assert_eq!(s.observations[0].content, "Oslo.");
+    assert_eq!(s.env_spans[0].end, "Oslo.".len());
+    e.step(HERMES_GOOD[1]).unwrap();
+    let s = e.step(HERMES_GOOD[2]).unwrap();
+    assert!(
+        s.observations[0]
+            .content
+            .starts_with("<tool_response>\n{\"flights\""),
+        "{:?}",
+        s.observations
+    );
+    let s = e.step(HERMES_GOOD[3]).unwrap();
+    assert!(s.observations[0].content.contains("\"ok\":true"));
+    let s = e.step(HERMES_GOOD[4]).unwrap();
+    assert!(s.done);
+    assert_eq!(s.reward, 1.0, "{:#?}", s.metadata["rubric"]);
+    assert_eq!(s.metadata["reason"], "answer");
+    assert!(e.step("again").is_err(), "no step after the end");
+    // The saved conversation scores the same through the message reader.
+    let t = trajectory_from_messages(&world(), e.transcript()).unwrap();
+    let w = world();
+    let r = scorer().score(&w.task, &w.program, &t, None).unwrap();
+    assert_eq!(r, e.result().unwrap().clone());
+}
+
+#[test]
+fn errors_become_tool_error_facts_and_markers_end_episodes() {
+    let mut e = env(Protocol::Hermes);
+    e.reset().unwrap();
+    let s = e
+        .step("<tool_call>{\"name\": \"teleport\", \"arguments\": {}}</tool_call>")
+        .unwrap();
+    assert!(
+        s.observations[0]
+            .content
+            .contains("unknown tool \\\"teleport\\\""),
+        "{:?}",
+        s.observations
+    );
+    let s = e.step("<tool_call>{\"name\": \"search_flights\", \"arguments\": {\"destination\": 5}}</tool_call>").unwrap();
+    assert!(
+        s.observations[0].content.contains("invalid arguments"),
+        "{:?}",
+        s.observations
+    );
+    let s = e
+        .step("<tool_call>{\"name\": \"search_flights\", \"arguments\": {oops</tool_call>")
+        .unwrap();
+    assert!(s.observations[0].content.contains("not valid JSON"));
+    let s = e.step("<tool_call>{\"name\": \"get_booking\", \"arguments\": {\"flight_id\": \"NOPE\"}}</tool_call>").unwrap();
+    assert!(s.observations[0].content.contains("no bookings record"));
+    let errors: Vec<_> = e
+        .trajectory()
+        .events
+        .into_iter()
+        .filter(|ev| matches!(ev, Event::ToolError { .. }))
+        .collect();
+    assert_eq!(errors.len(), 4);
+    let s = e.step("I cannot do this. ###TRANSFER_TO_HUMAN").unwrap();
+    assert!(s.done);
+    assert_eq!(s.metadata["reason"], "transfer_to_human");
+    assert!(s.reward < 1.0);
+    // Turn cap.
+    let mut e = env(Protocol::Hermes);
+    e.reset().unwrap();
+    // The task's max_turns (12) overrides the environment's (8).
+    for _ in 0..11 {
+        assert!(!e.step("Hmm?").unwrap().done);
+    }
+    let last = e.step("Hmm?").unwrap();
+    assert!(last.done);
+    assert_eq!(last.metadata["reason"], "turn_cap");
+}
+
+/// A local OpenAI-compatible server whose answers come from `policy(request body)`. The first
+/// `fail_first` requests get a 500 (the client must retry).
+fn serve(
+    policy: impl Fn(&Value) -> Value + Send + Sync + 'static,
+    fail_first: u64,
+) -> (String, Arc<AtomicU64>) {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    let count = Arc::new(AtomicU64::new(0));
+    let seen = count.clone();
+    std::thread::spawn(move || {
+        for stream in listener.incoming() {
+            let Ok(mut stream) = stream else { continue };
+            let mut reader = BufReader::new(stream.try_clone().unwrap());
+            let mut len = 0;
+            loop {
+                let mut line = String::new();
+                if reader.read_line(&mut line).unwrap_or(0) == 0 {
+                    break;
+                }
+                let lower = line.to_ascii_lowercase();
+                if let Some(v) = lower.strip_prefix("content-length:") {
+                    len = v.trim().parse().unwrap();
+                }
+                if line == "\r\n" {
+                    break;
+                }
+            }
+            let mut body = vec![0; len];
+            reader.read_exact(&mut body).unwrap();
+            let n = seen.fetch_add(1, Ordering::SeqCst);
+            let (status, text) = if n < fail_first {
+                (
+                    "500 Internal Server Error",
+                    "{\"error\": \"busy\"}".to_owned(),
+                )
+            } else {
+                let request: Value = serde_json::from_slice(&body).unwrap();
+                let message = policy(&request);
+                let finish = if message.get("tool_calls").is_some() {
+                    "tool_calls"
+                } else {
+                    "stop"
+                };
+                let reply = json!({"id": "x", "object": "chat.completion", "choices": [
+                    {"index": 0, "message": message, "finish_reason": finish}]});
+                ("200 OK", reply.to_string())
+            };
+            let _ = write!(
+                stream,
+                "HTTP/1.1 {status}\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{text}",
+                text.len()
+            );
+        }
+    });
+    (format!("http://{addr}/v1"), count)
+}
+
+fn turn_of(request: &Value) -> usize {
+    request["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|m| m["role"] == "assistant")
+        .count()
+}
+
+fn say(text: &str) -> Value {
+    json!({"role": "assistant", "content": text})
+}
+
+fn call(turn: usize, name: &str, args: Value) -> Value {
+    serde_json::to_value(ChatMessage {
+        role: "assistant".into(),
+        content: None,
+        tool_calls: vec![openai_call(&format!("call_{turn}"), name, &args)],
+        tool_call_id: None,
+    })
+    .unwrap()
+}
+
+fn good_policy(r: &Value) -> Value {
+    assert_eq!(r["tools"].as_array().unwrap().len(), 4, "tools are sent");
+    assert_eq!(r["seed"], 7);
+    let t = turn_of(r);
+    match t {
+        0 => say("Where are you going?"),
+        1 => say("Which date do you want to fly?"),
+        2 => call(
+            t,
+            "search_flights",
+            json!({"destination": "Oslo", "date": "2024-06-03"}),
+        ),
+        3 => call(
+            t,
+            "book_flight",
+            json!({"flight_id": "OS123", "date": "2024-06-03"}),
+        ),
+        _ => say("<answer>Your flight OS123 is booked.</answer>"),
+    }
+}
+
+fn forbidden_policy(r: &Value) -> Value {
+    let t = turn_of(r);
+    match t {
+        4 => call(t, "refund_booking", json!({"flight_id": "OS123"})),
+        5 => say("<answer>Your flight OS123 is booked.</answer>"),
+        _ => good_policy(r),
+    }
+}
+
+fn never_asks_policy(r: &Value) -> Value {
+    let t = turn_of(r);
+    match t {
+        0 => call(
+            t,
+            "search_flights",
+            json!({"destination": "Oslo", "date": "2024-06-10"}),
+        ),
+        _ => say("<answer>I booked it for you.</answer>"),
+    }
+}
+
+fn run_policy(policy: fn(&Value) -> Value, fail_first: u64) -> (rulegym::env::tool::Episode, u64) {
+    let (endpoint, count) = serve(policy, fail_first);
+    let agent = OpenAiBackend::new(OpenAiConfig {
+        endpoint,
+        backoff: Duration::from_millis(10),
+        timeout: Duration::from_secs(10),
+        ..OpenAiConfig::default()
+    })
+    .unwrap();
+    let mut e = env(Protocol::OpenAi);
+    let episode = play_episode(&mut e, &agent, "scripted", Some(0.0), Some(7)).unwrap();
+    (episode, count.load(Ordering::SeqCst))
+}
+
+#[test]
+fn end_to_end_good_policy_reaches_one_through_retries() {
+    let (episode, requests) = run_policy(good_policy, 2);
+    assert_eq!(episode.reward, 1.0, "{:#?}", episode.result);
+    assert_eq!(requests, 5 + 2, "two 500s were retried");
+    assert!(
+        episode
+            .messages
+            .iter()
+            .any(|m| m.role == "tool" && m.tool_call_id.as_deref() == Some("call_2"))
+    );
+    // Scoring the saved messages (as `rulegym tools score` does) gives the same result.
+    let t = trajectory_from_messages(&world(), &episode.messages).unwrap();
+    let w = world();
+    assert_eq!(
+        scorer().score(&w.task, &w.program, &t, None).unwrap(),
+        episode.result
+    );
+}
+
+#[test]
+fn end_to_end_forbidden_tool_scores_zero() {
+    let (episode, _) = run_policy(forbidden_policy, 0);
+    assert_eq!(episode.reward, 0.0);
+    assert!(episode.result.forbidden_violated);
+}
+
+#[test]
+fn end_to_end_never_asking_loses_the_interaction_share() {
+    let (episode, _) = run_policy(never_asks_policy, 0);
+    let r = &episode.result;
+    assert!(!r.forbidden_violated);
+    assert_eq!(r.interaction_fraction, 0.0);
+    assert!(r.subgoal_fraction > 0.0);
+    assert_eq!(episode.reward, r.subgoal_fraction / 2.0);
+    assert!(episode.reward < 1.0);
+}
+
+#[test]
+fn client_gives_up_with_the_status_after_retries() {
+    let (endpoint, count) = serve(|_| json!({}), u64::MAX);
+    let agent = OpenAiBackend::new(OpenAiConfig {
+        endpoint,
+        backoff: Duration::from_millis(5),
+        max_retries: 2,
+        ..OpenAiConfig::default()
+    })
+    .unwrap();
+    let err = agent
+        .chat(&ChatRequest::new(
+            "m",
+            vec![ChatMessage::text("user", "hi")],
+        ))
+        .unwrap_err();
+    assert!(matches!(err, LlmError::Http { status: 500, .. }), "{err}");
+    assert_eq!(count.load(Ordering::SeqCst), 3);
+    assert!(
+        OpenAiBackend::new(OpenAiConfig {
+            endpoint: "ftp://x".into(),
+            ..OpenAiConfig::default()
+        })
+        .is_err()
+    );
+}
+
+#[test]
+fn record_replay_cache_replays_bit_exactly_offline() {
+    let dir = tempfile::tempdir().unwrap();
+    let live: Arc<dyn LlmBackend> = flight_backend();
+    let rec = CachedBackend::new(Some(live), dir.path(), CacheMode::Record);
+    let req = |s: &str| ChatRequest::new("m", vec![ChatMessage::text("user", s)]);
+    let a: ChatResponse = rec.chat(&req("a")).unwrap();
+    let b = rec.chat(&req("b")).unwrap();
+    assert_eq!(rec.chat(&req("a")).unwrap(), a, "a hit is reused");
+    let offline = CachedBackend::new(None, dir.path(), CacheMode::Record);
+    assert_eq!(offline.chat(&req("a")).unwrap(), a);
+    assert_eq!(offline.chat(&req("b")).unwrap(), b);
+    assert!(matches!(
+        offline.chat(&req("c")),
+        Err(LlmError::NotRecorded(_))
+    ));
+}
+
+#[test]
+fn cli_scores_a_saved_conversation() {
+    let (episode, _) = run_policy(good_policy, 0);
+    let dir = tempfile::tempdir().unwrap();
+    let traj = dir.path().join("traj.json");
+    std::fs::write(&traj, serde_json::to_string(&episode.messages).unwrap()).unwrap();
+    let tasks = dir.path().join("tasks.jsonl");
+    let task: Value = serde_json::from_str(include_str!("../fixtures/tools/trip.json")).unwrap();
+    std::fs::write(&tasks, format!("{task}\n")).unwrap();
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_rulegym"))
+        .args(["tools", "score", "--tasks"])
+        .arg(&tasks)
+        .args(["--id", "trip-oslo-1", "--trajectory"])
+        .arg(&traj)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["reward"], 1.0);
+    assert_eq!(v["result"]["items"].as_array().unwrap().len(), 8);
+    assert_eq!(v["result"]["items"][6]["id"], "asked_destination");
+    assert_eq!(v["result"]["items"][6]["step"], 1);
+}
