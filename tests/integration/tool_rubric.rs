@@ -313,3 +313,102 @@ proptest! {
         }
     }
 }
+
+#[test]
+fn task_validation_names_the_problem() {
+    let base: serde_json::Value =
+        serde_json::from_str(include_str!("../fixtures/tools/trip.json")).unwrap();
+    let check = |edit: &dyn Fn(&mut serde_json::Value), want: &str| {
+        let mut v = base.clone();
+        edit(&mut v);
+        let err = match Task::from_json(&v.to_string()) {
+            Err(e) => e.to_string(),
+            Ok(task) => task
+                .validate(ValidateOptions::default())
+                .unwrap_err()
+                .to_string(),
+        };
+        assert!(err.contains(want), "{err:?} does not contain {want:?}");
+    };
+    check(&|v| v["surprise"] = json!(1), "unknown field `surprise`");
+    check(&|v| v["id"] = json!("bad id"), "at id:");
+    check(
+        &|v| v["tools"][1]["name"] = json!("search_flights"),
+        "duplicate tool",
+    );
+    check(
+        &|v| v["tools"][0]["parameters"]["properties"]["date"]["pattern"] = json!("^x"),
+        "tools[0].parameters",
+    );
+    check(
+        &|v| v["tools"][0]["parameters"] = json!({"type": "string"}),
+        "must be an object schema",
+    );
+    check(
+        &|v| {
+            v["tools"][0].as_object_mut().unwrap().remove("outputs");
+        },
+        "needs an outputs schema",
+    );
+    check(
+        &|v| v["tools"][1]["backend"]["table"] = json!("flights"),
+        "tools[1].backend.table",
+    );
+    check(
+        &|v| v["tools"][1]["backend"]["key"] = json!("nope"),
+        "must be a required parameter",
+    );
+    check(
+        &|v| v["tools"][1]["kind"] = json!("read-only"),
+        "must be declared state-modifying",
+    );
+    check(
+        &|v| v["hidden_context"]["slots"][0]["name"] = json!("Dest"),
+        "hidden_context.slots[0].name",
+    );
+    check(
+        &|v| v["rubric"]["subgoals"][1]["id"] = json!("no_refund"),
+        "duplicate item id",
+    );
+    check(
+        &|v| v["rubric"]["subgoals"][0]["rule"] = json!("shell(\"rm -rf /\")"),
+        "predicate shell/1 is not allowed",
+    );
+    check(
+        &|v| v["rubric"]["subgoals"] = json!([]),
+        "at least one sub-goal",
+    );
+}
+
+#[test]
+fn json_schema_file_matches_the_task_struct() {
+    let schema: serde_json::Value =
+        serde_json::from_str(include_str!("../../schemas/task.schema.json")).unwrap();
+    let mut documented: Vec<&str> = schema["properties"]
+        .as_object()
+        .unwrap()
+        .keys()
+        .map(String::as_str)
+        .collect();
+    documented.sort();
+    let task = trip_task();
+    let v = serde_json::to_value(&task).unwrap();
+    let mut fields: Vec<&str> = v.as_object().unwrap().keys().map(String::as_str).collect();
+    fields.sort();
+    assert_eq!(
+        documented, fields,
+        "schemas/task.schema.json is out of date"
+    );
+    let tool_props: Vec<&str> = schema["$defs"]["tool"]["properties"]
+        .as_object()
+        .unwrap()
+        .keys()
+        .map(String::as_str)
+        .collect();
+    for key in v["tools"][1].as_object().unwrap().keys() {
+        assert!(
+            tool_props.contains(&key.as_str()),
+            "tool field {key} is not documented"
+        );
+    }
+}
