@@ -44,6 +44,14 @@ class SearchEnv:
     @property
     def max_turns(self) -> int: ...
 
+class RubricScorer:
+    """Scores tool-use trajectories against a task's executable rubric (one warm engine)."""
+
+    def __init__(self, variant: str = "paper", item_inferences: int = 200000) -> None: ...
+    def score(self, task: Union[Dict[str, Any], str], trajectory: Dict[str, Any]) -> Dict[str, Any]:
+        """``{"reward", "variant", "forbidden_violated", "subgoal_fraction",
+        "interaction_fraction", "items"}``."""
+
 def generate_universe(config: Optional[Dict[str, Any]] = None) -> Dict[str, Any]:
     """``{"config", "people", "articles", "facts"}`` of a generated universe."""
 def generate_questions(

@@ -288,27 +288,36 @@ fn generate_dataset(
 // ---------------------------------------------------------------------------------------------
 // Retrieval
 
+/// Identity of an index file: canonical path, size and modification time (a file rewritten in
+/// place is loaded again).
+type IndexKey = (PathBuf, u64, Option<std::time::SystemTime>);
+
 /// Indexes loaded by path, shared by every environment of the process.
-fn index_cache() -> &'static Mutex<BTreeMap<PathBuf, Arc<SearchIndex>>> {
-    static CACHE: OnceLock<Mutex<BTreeMap<PathBuf, Arc<SearchIndex>>>> = OnceLock::new();
+fn index_cache() -> &'static Mutex<BTreeMap<IndexKey, Arc<SearchIndex>>> {
+    static CACHE: OnceLock<Mutex<BTreeMap<IndexKey, Arc<SearchIndex>>>> = OnceLock::new();
     CACHE.get_or_init(Default::default)
 }
 
 fn load_cached(path: &Path) -> rulegym::Result<Arc<SearchIndex>> {
-    let key = path.canonicalize().unwrap_or_else(|_| path.to_path_buf());
+    let canonical = path.canonicalize().unwrap_or_else(|_| path.to_path_buf());
+    let meta = std::fs::metadata(path).ok();
+    let key = (
+        canonical,
+        meta.as_ref().map_or(0, |m| m.len()),
+        meta.and_then(|m| m.modified().ok()),
+    );
     if let Some(index) = index_cache().lock().expect("not poisoned").get(&key) {
         return Ok(index.clone());
     }
     let index = Arc::new(SearchIndex::load(path)?);
-    index_cache()
-        .lock()
-        .expect("not poisoned")
-        .insert(key, index.clone());
+    let mut cache = index_cache().lock().expect("not poisoned");
+    cache.retain(|k, _| k.0 != key.0);
+    cache.insert(key, index.clone());
     Ok(index)
 }
 
-/// A search index file written by `rulegym index` (or [`build_index`]), loaded once per path
-/// and process. Thread-safe: many threads may search one index.
+/// A search index file written by `rulegym index` (or [`build_index`]), loaded once per file
+/// (path, size, modification time) and process. Thread-safe: many threads may search one index.
 #[pyclass(frozen, module = "rulegym._rulegym")]
 struct Index {
     inner: Arc<SearchIndex>,
@@ -621,6 +630,73 @@ fn normalize_answer(text: &str) -> String {
 }
 
 // ---------------------------------------------------------------------------------------------
+// Rubric scoring (tool-use trajectories)
+
+/// Scores tool-use trajectories against a task's executable rubric (Prolog rules over the
+/// trajectory's facts). Holds one warm engine; thread-safe (queries are serialised on it, the
+/// GIL is released while it works). Start-up cost ~0.2-0.5 s: make one and reuse it.
+#[pyclass(frozen, module = "rulegym._rulegym")]
+struct RubricScorer {
+    inner: rulegym::reward::rubric::RubricScorer,
+}
+
+#[pymethods]
+impl RubricScorer {
+    /// `variant`: `paper` (default), `peer-weighted` or `peer-strict`; `item_inferences`: the
+    /// inference limit per rubric item.
+    #[new]
+    #[pyo3(signature = (variant="paper", item_inferences=200_000))]
+    fn new(py: Python<'_>, variant: &str, item_inferences: u64) -> PyResult<Self> {
+        use rulegym::reward::rubric::{RewardVariant, ScoreConfig};
+        let variant: RewardVariant =
+            serde_json::from_value(serde_json::json!(variant)).map_err(|_| {
+                err(format!(
+                    "unknown rubric variant {variant:?} (paper, peer-weighted, peer-strict)"
+                ))
+            })?;
+        let config = ScoreConfig {
+            item_inferences,
+            variant,
+        };
+        let inner = py
+            .allow_threads(|| rulegym::reward::rubric::RubricScorer::new(config))
+            .map_err(err)?;
+        Ok(RubricScorer { inner })
+    }
+
+    /// Scores `trajectory` (`{"events": [{"event": "tool_call", "step": 1, ...}], "turns",
+    /// "final_state"?, "state_matches"?}`) for `task` (a task dict or its JSON text; validated);
+    /// returns `{"reward", "variant", "forbidden_violated", "subgoal_fraction",
+    /// "interaction_fraction", "items": [...]}`.
+    fn score<'py>(
+        &self,
+        py: Python<'py>,
+        task: &Bound<'py, PyAny>,
+        trajectory: &Bound<'py, PyAny>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        use rulegym::reward::rubric::{RubricProgram, Trajectory};
+        use rulegym::synth::task::{Task, ValidateOptions};
+        let task_text: String = match task.extract::<String>() {
+            Ok(text) => text,
+            Err(_) => py
+                .import("json")?
+                .call_method1("dumps", (task,))?
+                .extract()?,
+        };
+        let trajectory: Trajectory = from_py(py, Some(trajectory), "trajectory")?;
+        let result = py
+            .allow_threads(|| -> rulegym::Result<_> {
+                let task = Task::from_json(&task_text)?;
+                task.validate(ValidateOptions::default())?;
+                let program = RubricProgram::compile(&task)?;
+                Ok(self.inner.score(&task, &program, &trajectory, None)?)
+            })
+            .map_err(err)?;
+        to_py(py, &result)
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
 // GRPO over NumPy arrays
 
 static BYTES_COPIED: AtomicU64 = AtomicU64::new(0);
@@ -859,6 +935,7 @@ fn _rulegym(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("DEFAULT_PROMPT", search::DEFAULT_PROMPT)?;
     m.add_class::<Index>()?;
     m.add_class::<SearchEnv>()?;
+    m.add_class::<RubricScorer>()?;
     m.add_function(wrap_pyfunction!(generate_universe, m)?)?;
     m.add_function(wrap_pyfunction!(generate_questions, m)?)?;
     m.add_function(wrap_pyfunction!(generate_questions_jsonl, m)?)?;

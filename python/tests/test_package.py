@@ -99,3 +99,14 @@ def test_environments_from_many_threads(dataset):
     for t in threads:
         t.join()
     assert env.step("<answer> a </answer>")["metadata"]["turn"] == 201
+
+
+def test_index_rewritten_in_place_is_reloaded(dataset, tmp_path):
+    corpus = tmp_path / "small.jsonl"
+    lines = (dataset["dir"] / "articles.jsonl").read_text().splitlines()
+    corpus.write_text("\n".join(lines[:10]) + "\n")
+    path = tmp_path / "ix.bin"
+    rulegym.build_index(str(dataset["dir"] / "articles.jsonl"), str(path))
+    assert len(rulegym.Index(str(path))) == len(lines)
+    rulegym.build_index(str(corpus), str(path))
+    assert len(rulegym.Index(str(path))) == 10
