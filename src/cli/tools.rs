@@ -16,6 +16,8 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
+mod worlds;
+
 /// Flags of `rulegym tools`.
 #[derive(clap::Args, Debug)]
 pub struct Args {
@@ -30,6 +32,10 @@ enum Command {
     Score(ScoreArgs),
     /// Run an agent model through tasks; writes trajectories.jsonl and prints the rewards.
     Play(PlayArgs),
+    /// Generate tool-use tasks from a universe's records (rule-generated tool worlds).
+    Generate(worlds::GenerateArgs),
+    /// Replay the reference solution of generated tasks in the tool environment.
+    Oracle(worlds::OracleArgs),
 }
 
 /// Flags of `rulegym tools score`.
@@ -112,6 +118,8 @@ pub fn run(args: Args) -> Result<()> {
     match args.command {
         Command::Score(a) => score(a),
         Command::Play(a) => play(a),
+        Command::Generate(a) => worlds::run_generate(a),
+        Command::Oracle(a) => worlds::run_oracle(a),
     }
 }
 

@@ -5,3 +5,4 @@ pub mod llm;
 pub mod llm_openai;
 pub mod schema;
 pub mod task;
+pub mod worlds;
