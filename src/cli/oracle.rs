@@ -6,6 +6,7 @@ use crate::env::search::{Retriever, SearchEnvConfig};
 use crate::question::Question;
 use crate::retrieval::SearchIndex;
 use crate::{Error, Result};
+use rayon::prelude::*;
 use std::path::PathBuf;
 use std::sync::Arc;
 
@@ -55,8 +56,12 @@ pub fn run(args: Args) -> Result<()> {
     };
     let mut out = Vec::new();
     let (mut perfect, mut reasons) = (0usize, std::collections::BTreeMap::<String, usize>::new());
-    for q in &questions {
-        let t = replay(&universe, index.clone(), &config, q)?;
+    // Questions replay independently: in parallel, collected in question order.
+    let trajectories: Vec<_> = questions
+        .par_iter()
+        .map(|q| replay(&universe, index.clone(), &config, q))
+        .collect::<Result<_>>()?;
+    for t in &trajectories {
         if t.f1 == 1.0 {
             perfect += 1;
         } else {
@@ -67,7 +72,7 @@ pub fn run(args: Args) -> Result<()> {
             };
             *reasons.entry(reason.to_owned()).or_default() += 1;
         }
-        serde_json::to_writer(&mut out, &t).map_err(|source| Error::Json {
+        serde_json::to_writer(&mut out, t).map_err(|source| Error::Json {
             context: "serialising a trajectory".into(),
             source,
         })?;
