@@ -58,7 +58,7 @@ impl Default for HnswParams {
         HnswParams {
             m: 16,
             ef_construction: 200,
-            ef_search: 64,
+            ef_search: 128,
             parallel: true,
         }
     }
