@@ -17,4 +17,5 @@ mod search_eval;
 mod search_export;
 mod tool_env;
 mod tool_rubric;
+mod tool_worlds;
 mod universe;
