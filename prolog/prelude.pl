@@ -34,11 +34,7 @@ has_dob(D, P) :- with_dob(D, Ps), member(P, Ps).
 has_job(J, P) :- with_job(J, Ps), member(P, Ps).
 has_hobby(H, P) :- with_hobby(H, Ps), member(P, Ps).
 
-%% hop_set(+Rel, +Xs, -Ys): Ys is the sorted set of every Y with Rel(X, Y) for some X in Xs.
-%% Evaluates one hop of a chain set-at-a-time, so duplicate proofs never multiply across hops.
-hop_set(Rel, Xs, Ys) :-
-    findall(Y, (member(X, Xs), call(Rel, X, Y)), Found),
-    sort(Found, Ys).
+%% hop_set/3 (one hop of a chain, set-at-a-time) is in hops.pl.
 
 %% count_solutions(+Goal, -N): the number of solutions of Goal.
 count_solutions(Goal, N) :- findall(x, Goal, Xs), length(Xs, N).

@@ -186,6 +186,22 @@ mod tests {
     use super::*;
 
     #[test]
+    fn every_relation_has_a_specialised_hop_clause() {
+        let hops = include_str!("../prolog/hops.pl");
+        for r in RELATIONS {
+            let head = format!(
+                "hop_set({}, Xs, Ys) :- !, findall(Y, (member(X, Xs), {}(X, Y))",
+                r.name, r.name
+            );
+            assert!(
+                hops.contains(&head),
+                "prolog/hops.pl lacks a clause for {}",
+                r.name
+            );
+        }
+    }
+
+    #[test]
     fn sets_and_weights_match_phantomwiki() {
         assert_eq!(RELATIONS.len(), 45);
         assert_eq!(relations(true).count(), 12);

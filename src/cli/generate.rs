@@ -40,6 +40,10 @@ pub struct Args {
     hard_mode: bool,
     #[command(flatten)]
     questions: QuestionArgs,
+    /// Prolog engines verifying questions in parallel (0: one per core, at most 2, when there
+    /// are many questions).
+    #[arg(long, default_value_t = 0)]
+    engines: usize,
     /// Replace OUT if it exists.
     #[arg(long)]
     force: bool,
@@ -86,10 +90,10 @@ pub fn run(args: Args) -> Result<()> {
     // render and the questions are sampled; on 2 cores the consult (~15 us per clause) is the
     // critical path. A second engine pays for itself only when there is much to verify.
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
-    let engine_count = if questions_config.per_template >= 30 {
-        cores.clamp(1, 2)
-    } else {
-        1
+    let engine_count = match args.engines {
+        0 if questions_config.per_template >= 30 => cores.clamp(1, 2),
+        0 => 1,
+        n => n.min(16),
     };
     let starting: Vec<_> = (0..engine_count)
         .map(|_| std::thread::spawn(Engine::new))

@@ -22,6 +22,7 @@ pub const RULES: &[(&str, &str)] = &[
     ("family", include_str!("../../prolog/family.pl")),
     ("friends", include_str!("../../prolog/friends.pl")),
     ("attributes", include_str!("../../prolog/attributes.pl")),
+    ("hops", include_str!("../../prolog/hops.pl")),
 ];
 
 /// A toplevel without scryer's REPL: the library interface needs none, and skipping the REPL's
