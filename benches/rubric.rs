@@ -130,5 +130,31 @@ fn bench(c: &mut Criterion) {
     });
 }
 
-criterion_group!(benches, bench);
+fn mapping(c: &mut Criterion) {
+    use rulegym::env::tool_sim::{MappingConfig, MappingSimulator};
+    let task = task();
+    let tool = task.tool("search_flights").unwrap().clone();
+    let outputs = rulegym::synth::schema::Schema::compile(tool.outputs.as_ref().unwrap()).unwrap();
+    let sim = MappingSimulator::new("bench", None, None, MappingConfig::default()).unwrap();
+    for i in 0..1000 {
+        let args = json!({"destination": format!("City{i}"), "date": "2024-06-03"});
+        sim.insert(
+            "search_flights",
+            &args,
+            json!({"flights": [{"flight_id": format!("F{i}"), "price": i}]}),
+        )
+        .unwrap();
+    }
+    let args: serde_json::Value =
+        serde_json::from_str(r#"{ "date": "2024-06-03", "destination": "City500" }"#).unwrap();
+    assert_eq!(
+        sim.lookup(&tool, &outputs, &args).unwrap()["flights"][0]["flight_id"],
+        "F500"
+    );
+    c.bench_function("mapping_hit_1000_entries", |b| {
+        b.iter(|| black_box(sim.lookup(&tool, &outputs, black_box(&args)).unwrap()))
+    });
+}
+
+criterion_group!(benches, bench, mapping);
 criterion_main!(benches);

@@ -643,14 +643,15 @@ impl RubricScorer {
         let rule_results = if indices.is_empty() {
             Vec::new()
         } else {
-            let facts = program.facts_term(trajectory);
             let per_item = self.config.item_inferences.min(i64::MAX as u64 / 1024);
             let budget = per_item * indices.len() as u64;
-            match self.run(program, "rg_score", &indices, budget, &facts)? {
+            let facts = program.facts_term(trajectory);
+            match self.run(program, "rg_score", &indices, budget, facts)? {
                 Some(items) => items,
                 None => {
                     // The shared budget ran out: find the item with per-item budgets.
-                    match self.run(program, "rg_score_each", &indices, per_item, &facts)? {
+                    let facts = program.facts_term(trajectory);
+                    match self.run(program, "rg_score_each", &indices, per_item, facts)? {
                         Some(items) => items,
                         None => return Err(RubricError::Decode("no results".into())),
                     }
@@ -707,7 +708,7 @@ impl RubricScorer {
         entry: &str,
         indices: &[Term],
         limit: u64,
-        facts: &Term,
+        facts: Term,
     ) -> Result<Option<Vec<Value>>, RubricError> {
         let results = Var::new("Results").expect("valid");
         let goal = Term::compound(
@@ -716,7 +717,7 @@ impl RubricScorer {
                 Term::atom(program.predicate.clone()),
                 Term::List(indices.to_vec()),
                 Term::Int(limit as i64),
-                facts.clone(),
+                facts,
                 Term::var(&results),
             ],
         );
