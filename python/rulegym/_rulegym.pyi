@@ -1,7 +1,7 @@
 """Type stubs of the Rust extension module ``rulegym._rulegym``."""
 
 from os import PathLike
-from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, Union
 
 import numpy as np
 import numpy.typing as npt
@@ -51,6 +51,27 @@ class RubricScorer:
     def score(self, task: Union[Dict[str, Any], str], trajectory: Dict[str, Any]) -> Dict[str, Any]:
         """``{"reward", "variant", "forbidden_violated", "subgoal_fraction",
         "interaction_fraction", "items"}``."""
+
+class ToolEnv:
+    """One tool-use episode (state tools, simulated mapping tools, rule user, rubric reward)."""
+
+    def __init__(
+        self,
+        task: Union[Dict[str, Any], str],
+        scorer: RubricScorer,
+        protocol: str = "hermes",
+        max_turns: int = 16,
+        mapping_cache: Optional[_Path] = None,
+        mapping_llm: Optional[Callable[[List[Message]], str]] = None,
+    ) -> None: ...
+    def reset(self) -> List[Message]: ...
+    def step(self, action: str) -> Dict[str, Any]:
+        """``{"observations", "reward", "done", "metadata", "env_spans"}``."""
+    def step_message(self, message: Dict[str, Any]) -> Dict[str, Any]:
+        """A step from an OpenAI assistant message (``tool_calls``)."""
+    def request_tools(self) -> List[Dict[str, Any]]: ...
+    def result(self) -> Optional[Dict[str, Any]]:
+        """The rubric result once the episode is over."""
 
 def generate_universe(config: Optional[Dict[str, Any]] = None) -> Dict[str, Any]:
     """``{"config", "people", "articles", "facts"}`` of a generated universe."""

@@ -4,7 +4,7 @@ search environment (Search-R1 protocol, set-F1 reward against engine-verified an
 Usage inside a SkyRL training entry point::
 
     import rulegym.skyrl
-    rulegym.skyrl.register()          # registers "rulegym-search-v1"
+    rulegym.skyrl.register()          # registers "rulegym-search-v1" and "rulegym-tool-v1"
 
 Dataset rows (``env_class: rulegym-search-v1``) carry ``reward_spec: {"ground_truth": [answers]}``
 (a list, a comma-separated string, or Search-R1's ``{"target": [...]}``), and optionally
@@ -12,7 +12,7 @@ Dataset rows (``env_class: rulegym-search-v1``) carry ``reward_spec: {"ground_tr
 (``env_config``, e.g. ``environment.skyrl_gym.rulegym``) names the index file: ``index_path``,
 plus optional ``top_k``, ``max_turns``, ``end_on_invalid``, ``score_mode``.
 
-Tool-use environment: not exposed yet (the Rust tool-use environment is not in this build).
+The tool-use environment is :class:`ToolEnv` (``rulegym-tool-v1``): the task comes with the row.
 """
 
 from __future__ import annotations
@@ -129,8 +129,69 @@ def register() -> List[str]:
     point, before the trainer builds environments); returns the ids registered."""
     import skyrl_gym
 
-    ids = []
     if SEARCH_ENV_ID not in skyrl_gym.registry:
         skyrl_gym.register(id=SEARCH_ENV_ID, entry_point="rulegym.skyrl:SearchEnv")
-    ids.append(SEARCH_ENV_ID)
-    return ids
+    return [SEARCH_ENV_ID, register_tool_env()]
+
+
+#: Id of the tool-use environment registered by :func:`register_tool_env`.
+TOOL_ENV_ID = "rulegym-tool-v1"
+
+_SCORER = None
+
+
+def _shared_scorer():
+    """One rubric engine per process (start-up ~0.2-0.5 s), shared by every ToolEnv."""
+    global _SCORER
+    if _SCORER is None:
+        _SCORER = _rulegym.RubricScorer()
+    return _SCORER
+
+
+class ToolEnv(BaseTextEnv):
+    """A tool-use episode (rulegym's Rust ToolEnv: executed state tools, simulated mapping
+    tools, rule-based user, executable rubric reward at the end). The task comes from
+    ``extras["extra_info"]["task"]`` (or ``extras["task"]``), a task dict or its JSON text;
+    ``env_config`` may set ``protocol`` (``hermes`` default), ``max_turns`` and
+    ``mapping_cache`` (a mapping-simulator file; replayed, so no LLM is needed at training
+    time)."""
+
+    def __init__(self, env_config: Any = None, extras: Optional[Dict[str, Any]] = None):
+        super().__init__()
+        extras = extras or {}
+        task = _get(extras.get("extra_info") or {}, "task") or extras.get("task")
+        if task is None:
+            raise ValueError("extras must carry the task (extra_info.task or task)")
+        max_turns = extras.get("max_turns") or _get(env_config, "max_turns") or 16
+        self._env = _rulegym.ToolEnv(
+            task,
+            _shared_scorer(),
+            str(_get(env_config, "protocol", "hermes")),
+            int(max_turns),
+            _get(env_config, "mapping_cache"),
+        )
+        self.max_turns = int(max_turns)
+
+    def init(self, prompt):
+        messages = self._env.reset()
+        return (prompt if prompt else messages), {}
+
+    def step(self, action: str) -> BaseTextEnvStepOutput:
+        self.turns += 1
+        out = self._env.step(action)
+        return BaseTextEnvStepOutput(
+            observations=out["observations"], reward=out["reward"], done=out["done"],
+            metadata=out["metadata"], postprocessed_action=None,
+        )
+
+    def close(self) -> None:
+        self._env = None
+
+
+def register_tool_env() -> str:
+    """Registers :class:`ToolEnv` with ``skyrl_gym`` under :data:`TOOL_ENV_ID`."""
+    import skyrl_gym
+
+    if TOOL_ENV_ID not in skyrl_gym.registry:
+        skyrl_gym.register(id=TOOL_ENV_ID, entry_point="rulegym.skyrl:ToolEnv")
+    return TOOL_ENV_ID

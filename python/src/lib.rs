@@ -637,7 +637,7 @@ fn normalize_answer(text: &str) -> String {
 /// GIL is released while it works). Start-up cost ~0.2-0.5 s: make one and reuse it.
 #[pyclass(frozen, module = "rulegym._rulegym")]
 struct RubricScorer {
-    inner: rulegym::reward::rubric::RubricScorer,
+    inner: Arc<rulegym::reward::rubric::RubricScorer>,
 }
 
 #[pymethods]
@@ -661,7 +661,9 @@ impl RubricScorer {
         let inner = py
             .allow_threads(|| rulegym::reward::rubric::RubricScorer::new(config))
             .map_err(err)?;
-        Ok(RubricScorer { inner })
+        Ok(RubricScorer {
+            inner: Arc::new(inner),
+        })
     }
 
     /// Scores `trajectory` (`{"events": [{"event": "tool_call", "step": 1, ...}], "turns",
@@ -693,6 +695,144 @@ impl RubricScorer {
             })
             .map_err(err)?;
         to_py(py, &result)
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Tool-use environment
+
+fn json_text(py: Python<'_>, obj: &Bound<'_, PyAny>) -> PyResult<String> {
+    match obj.extract::<String>() {
+        Ok(text) => Ok(text),
+        Err(_) => py.import("json")?.call_method1("dumps", (obj,))?.extract(),
+    }
+}
+
+/// One episode of the tool-use environment: a task's tools (state-backed tools executed, mapping
+/// tools answered by the simulator), a rule-based user simulator, and the task's rubric as the
+/// reward at the end. Safe to use from any thread (steps are serialised by a lock; the GIL is
+/// released while the step runs).
+#[pyclass(frozen, module = "rulegym._rulegym")]
+struct ToolEnv {
+    inner: Mutex<rulegym::env::tool::ToolEnv>,
+}
+
+#[pymethods]
+impl ToolEnv {
+    /// `task`: a task dict or its JSON text (validated). `scorer`: a [`RubricScorer`] (share
+    /// one). `protocol`: `hermes` (`<tool_call>` in the text) or `openai` (`tool_calls`).
+    /// Mapping tools are answered from `mapping_cache` (a simulator file, replayed and extended)
+    /// and, on a miss, by `mapping_llm`: a Python callable taking the simulator's chat messages
+    /// (a list of `{"role", "content"}` dicts) and returning the tool's JSON output as text.
+    #[new]
+    #[pyo3(signature = (task, scorer, protocol="hermes", max_turns=16, mapping_cache=None, mapping_llm=None))]
+    fn new(
+        py: Python<'_>,
+        task: &Bound<'_, PyAny>,
+        scorer: &RubricScorer,
+        protocol: &str,
+        max_turns: u32,
+        mapping_cache: Option<PathBuf>,
+        mapping_llm: Option<Py<PyAny>>,
+    ) -> PyResult<Self> {
+        use rulegym::env::tool::{Protocol, ToolEnvConfig, ToolWorld};
+        use rulegym::env::tool_sim::{MappingConfig, MappingSimulator};
+        use rulegym::synth::llm::{LlmBackend, LlmError, ScriptedBackend, assistant_text};
+        use rulegym::synth::task::{Task, ValidateOptions};
+        let protocol: Protocol = serde_json::from_value(serde_json::json!(protocol))
+            .map_err(|_| err(format!("unknown protocol {protocol:?} (hermes, openai)")))?;
+        let text = json_text(py, task)?;
+        let task = Task::from_json(&text).map_err(err)?;
+        let world = Arc::new(ToolWorld::new(task, ValidateOptions::default()).map_err(err)?);
+        let backend: Option<Arc<dyn LlmBackend>> = mapping_llm.map(|f| {
+            let backend = ScriptedBackend::new(move |req| {
+                Python::with_gil(|py| -> PyResult<String> {
+                    let messages = to_py(py, &req.messages)?;
+                    f.call1(py, (messages,))?.extract(py)
+                })
+                .map(|t| assistant_text(&t))
+                .map_err(|e| LlmError::Script(format!("mapping_llm raised: {e}")))
+            });
+            Arc::new(backend) as Arc<dyn LlmBackend>
+        });
+        let mapping = if mapping_cache.is_some() || backend.is_some() {
+            Some(Arc::new(
+                MappingSimulator::new(
+                    &world.task.id,
+                    mapping_cache,
+                    backend,
+                    MappingConfig::default(),
+                )
+                .map_err(err)?,
+            ))
+        } else {
+            None
+        };
+        let user = Box::new(rulegym::env::tool_user::RuleUser::new(&world.task));
+        let env = rulegym::env::tool::ToolEnv::new(
+            world,
+            mapping,
+            user,
+            scorer.inner.clone(),
+            ToolEnvConfig {
+                max_turns,
+                protocol,
+            },
+        );
+        Ok(ToolEnv {
+            inner: Mutex::new(env),
+        })
+    }
+
+    /// Starts (or restarts) the episode; returns the prompt (system with the tools, user
+    /// instruction).
+    fn reset<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyList>> {
+        let messages = py
+            .allow_threads(|| self.inner.lock().expect("not poisoned").reset())
+            .map_err(err)?;
+        messages_to_py(py, &messages)
+    }
+
+    /// Applies an assistant turn given as text; returns `{"observations", "reward", "done",
+    /// "metadata", "env_spans"}` (the rubric result is in `metadata` at the end).
+    fn step<'py>(&self, py: Python<'py>, action: &str) -> PyResult<Bound<'py, PyDict>> {
+        let action = action.to_owned();
+        let step = py
+            .allow_threads(|| self.inner.lock().expect("not poisoned").step(&action))
+            .map_err(err)?;
+        step_to_py(py, &step)
+    }
+
+    /// Applies an assistant turn given as an OpenAI message dict (with `tool_calls`).
+    fn step_message<'py>(
+        &self,
+        py: Python<'py>,
+        message: &Bound<'py, PyAny>,
+    ) -> PyResult<Bound<'py, PyDict>> {
+        let text = json_text(py, message)?;
+        let message: rulegym::synth::llm::ChatMessage =
+            serde_json::from_str(&text).map_err(|e| err(format!("invalid message: {e}")))?;
+        let step = py
+            .allow_threads(|| {
+                self.inner
+                    .lock()
+                    .expect("not poisoned")
+                    .step_message(&message)
+            })
+            .map_err(err)?;
+        step_to_py(py, &step)
+    }
+
+    /// OpenAI `tools` entries for chat requests (OpenAI protocol; empty for Hermes).
+    fn request_tools<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        let tools = self.inner.lock().expect("not poisoned").request_tools();
+        to_py(py, &tools)
+    }
+
+    /// The rubric result once the episode is over, else None.
+    fn result<'py>(&self, py: Python<'py>) -> PyResult<Option<Bound<'py, PyAny>>> {
+        let env = self.inner.lock().expect("not poisoned");
+        env.result().map(|r| to_py(py, r)).transpose()
     }
 }
 
@@ -936,6 +1076,7 @@ fn _rulegym(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<Index>()?;
     m.add_class::<SearchEnv>()?;
     m.add_class::<RubricScorer>()?;
+    m.add_class::<ToolEnv>()?;
     m.add_function(wrap_pyfunction!(generate_universe, m)?)?;
     m.add_function(wrap_pyfunction!(generate_questions, m)?)?;
     m.add_function(wrap_pyfunction!(generate_questions_jsonl, m)?)?;

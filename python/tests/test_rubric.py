@@ -61,3 +61,44 @@ def test_bad_input_raises_with_the_rust_message(scorer):
         scorer.score("{not json", GOOD)
     with pytest.raises(rulegym.RulegymError, match="trajectory"):
         scorer.score(TASK, {"events": [{"event": "teleported", "step": 1}], "turns": 1})
+
+
+HERMES_GOOD = [
+    "Where are you flying to?",
+    "<question>What date do you leave?</question>",
+    "Let me search.\n<tool_call>\n{\"name\": \"search_flights\", \"arguments\": {\"destination\": \"Oslo\", \"date\": \"2024-06-03\"}}\n</tool_call>",
+    "<tool_call>{\"name\": \"book_flight\", \"arguments\": {\"flight_id\": \"OS123\", \"date\": \"2024-06-03\"}}</tool_call>",
+    "<answer>Your flight OS123 is booked.</answer>",
+]
+
+
+def flights(messages):
+    """The mapping tool's simulator: a scripted 'LLM' answering with fixed flights."""
+    assert messages and all("role" in m for m in messages)
+    return json.dumps({"flights": [{"flight_id": "OS123", "price": 120}]})
+
+
+def test_tool_env_good_episode_scores_one(scorer):
+    env = rulegym.ToolEnv(TASK, scorer, protocol="hermes", max_turns=8, mapping_llm=flights)
+    prompt = env.reset()
+    assert "search_flights" in prompt[0]["content"] and prompt[1]["role"] == "user"
+    assert env.step(HERMES_GOOD[0])["observations"][0]["content"] == "Oslo."
+    env.step(HERMES_GOOD[1])
+    out = env.step(HERMES_GOOD[2])
+    assert out["observations"][0]["content"].startswith("<tool_response>")
+    env.step(HERMES_GOOD[3])
+    out = env.step(HERMES_GOOD[4])
+    assert out["done"] and out["reward"] == 1.0, out["metadata"]
+    assert env.result()["reward"] == 1.0
+    with pytest.raises(rulegym.RulegymError):
+        env.step("again")
+
+
+def test_tool_env_garbage_scores_zero(scorer):
+    env = rulegym.ToolEnv(json.loads(TASK), scorer, max_turns=3, mapping_llm=flights)
+    env.reset()
+    done = False
+    while not done:
+        out = env.step("<tool_call>{oops</tool_call> blah")
+        done = out["done"]
+    assert out["reward"] == 0.0

@@ -24,7 +24,7 @@ def test_oracle_policy_gets_reward_one(dataset, cli):
     skyrl_gym = import_or_skip("skyrl_gym")
     import rulegym.skyrl as rs
 
-    assert rs.register() == [rs.SEARCH_ENV_ID]
+    assert rs.register() == [rs.SEARCH_ENV_ID, rs.TOOL_ENV_ID]
     rows = {r["extra_info"]["id"]: r for r in _rows(dataset, cli, rs.SEARCH_ENV_ID)}
     trajectories = rulegym.oracle(str(dataset["dir"]), str(dataset["index"]))
     assert trajectories and len(trajectories) == len(rows)
@@ -83,3 +83,20 @@ def test_ground_truth_shapes():
     assert ground_truth_answers({"target": ["A", "B"]}) == ["A", "B"]
     assert ground_truth_answers("A, B") == ["A", "B"]
     assert ground_truth_answers(("A",)) == ["A"]
+
+
+def test_skyrl_tool_env_episode():
+    skyrl_gym = import_or_skip("skyrl_gym")
+    import rulegym.skyrl as rs
+    from conftest import REPO
+
+    rs.register()
+    task = json.loads((REPO / "tests" / "fixtures" / "tools" / "trip.json").read_text())
+    env = skyrl_gym.make(rs.TOOL_ENV_ID, env_config={"protocol": "hermes"},
+                         extras={"extra_info": {"task": task}, "max_turns": 3})
+    prompt, _ = env.init([])
+    assert prompt[1]["role"] == "user"
+    assert env.step("Where are you flying to?")["observations"][0]["content"] == "Oslo."
+    env.step("hmm")
+    out = env.step("<answer>done</answer>")
+    assert out["done"] and 0.0 <= out["reward"] < 1.0
