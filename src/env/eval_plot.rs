@@ -1,7 +1,6 @@
 //! Figures and the HTML page of an evaluation report: SVG only (plotters' SVG backend).
 
 use super::eval::{EvalError, EvalReport, GroupStats};
-use plotters::coord::ranged1d::SegmentValue;
 use plotters::prelude::*;
 
 fn plot_err(figure: &str) -> impl Fn(String) -> crate::Error + '_ {
@@ -44,17 +43,24 @@ fn lines(
             .margin(12)
             .x_label_area_size(40)
             .y_label_area_size(50)
-            .build_cartesian_2d(lo..hi, 0f64..y_max)
+            .build_cartesian_2d(lo as f64 - 0.5..hi as f64 + 0.5, 0f64..y_max)
             .map_err(|e| err(e.to_string()))?;
         chart
             .configure_mesh()
             .x_desc(x_desc)
             .y_desc(y_desc)
-            .x_labels((hi - lo + 1) as usize)
+            .x_labels(2 * (hi - lo + 2) as usize)
+            .x_label_formatter(&|x: &f64| {
+                if (x - x.round()).abs() < 1e-9 {
+                    format!("{}", x.round())
+                } else {
+                    String::new()
+                }
+            })
             .draw()
             .map_err(|e| err(e.to_string()))?;
         for &(label, value, colour) in series {
-            let data: Vec<(i64, f64)> = points.iter().map(|(k, g)| (*k, value(g))).collect();
+            let data: Vec<(f64, f64)> = points.iter().map(|(k, g)| (*k as f64, value(g))).collect();
             chart
                 .draw_series(LineSeries::new(data.clone(), colour.stroke_width(2)))
                 .map_err(|e| err(e.to_string()))?
@@ -78,10 +84,10 @@ fn lines(
     Ok(svg)
 }
 
-/// A bar chart of F1 per family.
+/// A bar chart of F1 per family, each bar labelled with its family and value.
 fn family_bars(figure: &str, groups: &[GroupStats]) -> crate::Result<String> {
     let err = plot_err(figure);
-    let n = groups.len().max(1) as u32;
+    let n = groups.len().max(1) as f64;
     let mut svg = String::new();
     {
         let root = SVGBackend::with_string(&mut svg, (640, 400)).into_drawing_area();
@@ -91,35 +97,29 @@ fn family_bars(figure: &str, groups: &[GroupStats]) -> crate::Result<String> {
             .margin(12)
             .x_label_area_size(40)
             .y_label_area_size(50)
-            .build_cartesian_2d((0u32..n).into_segmented(), 0f64..1.1)
+            .build_cartesian_2d(0f64..n, 0f64..1.15)
             .map_err(|e| err(e.to_string()))?;
-        let names: Vec<String> = groups.iter().map(|g| g.key.clone()).collect();
-        let label = |v: &SegmentValue<u32>| match v {
-            SegmentValue::CenterOf(i) | SegmentValue::Exact(i) => {
-                names.get(*i as usize).cloned().unwrap_or_default()
-            }
-            SegmentValue::Last => String::new(),
-        };
         chart
             .configure_mesh()
             .disable_x_mesh()
+            .x_labels(0)
             .x_desc("family")
             .y_desc("mean F1")
-            .x_label_formatter(&label)
             .draw()
             .map_err(|e| err(e.to_string()))?;
         chart
             .draw_series(groups.iter().enumerate().map(|(i, g)| {
-                let i = i as u32;
-                let mut bar = Rectangle::new(
-                    [
-                        (SegmentValue::Exact(i), 0.0),
-                        (SegmentValue::Exact(i + 1), g.f1),
-                    ],
-                    BLUE.mix(0.6).filled(),
-                );
-                bar.set_margin(0, 0, 12, 12);
-                bar
+                let x = i as f64;
+                Rectangle::new([(x + 0.15, 0.0), (x + 0.85, g.f1)], BLUE.mix(0.6).filled())
+            }))
+            .map_err(|e| err(e.to_string()))?;
+        chart
+            .draw_series(groups.iter().enumerate().map(|(i, g)| {
+                Text::new(
+                    format!("{} {:.3} (n={})", g.key, g.f1, g.n),
+                    (i as f64 + 0.2, g.f1 + 0.06),
+                    ("sans-serif", 14),
+                )
             }))
             .map_err(|e| err(e.to_string()))?;
         root.present().map_err(|e| err(e.to_string()))?;
