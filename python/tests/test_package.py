@@ -110,3 +110,26 @@ def test_index_rewritten_in_place_is_reloaded(dataset, tmp_path):
     assert len(rulegym.Index(str(path))) == len(lines)
     rulegym.build_index(str(corpus), str(path))
     assert len(rulegym.Index(str(path))) == 10
+
+
+def test_wheel_installs_in_a_fresh_venv_without_rust(tmp_path):
+    """The wheel CI built (RULEGYM_WHEEL) installs into a new venv with no Rust toolchain on
+    PATH and works there."""
+    import glob
+    import os
+
+    from conftest import skip_loudly
+
+    wheels = glob.glob(os.environ.get("RULEGYM_WHEEL", ""))
+    if not wheels:
+        skip_loudly("RULEGYM_WHEEL is not set to the built wheel (scripts/test.sh sets it)")
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
+    env = {"PATH": "/usr/bin:/bin", "HOME": str(tmp_path)}
+    subprocess.run([str(venv / "bin" / "pip"), "install", "-q", wheels[0]], check=True, env=env)
+    code = ("import rulegym, numpy as np; a = np.empty(2, dtype=np.float32); "
+            "rulegym.group_advantages(np.array([1, 0], dtype=np.float32), 2, a); "
+            "print(rulegym.score('<answer> Ann </answer>', ['Ann'])['f1'], a[0] > 0)")
+    out = subprocess.run([str(venv / "bin" / "python"), "-c", code], check=True, env=env,
+                         capture_output=True, text=True).stdout.split()
+    assert out == ["1.0", "True"]
