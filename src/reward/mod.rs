@@ -3,4 +3,5 @@
 
 pub mod answer;
 pub mod rubric;
+pub mod rubric_judge;
 pub mod rubric_parse;

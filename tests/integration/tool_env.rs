@@ -672,3 +672,51 @@ fn cli_scores_a_saved_conversation() {
     assert_eq!(v["result"]["items"][6]["id"], "asked_destination");
     assert_eq!(v["result"]["items"][6]["step"], 1);
 }
+
+fn agent_and_simulator(r: &Value) -> Value {
+    let first = r["messages"][0]["content"].as_str().unwrap_or_default();
+    if first.starts_with("You simulate the tool") {
+        return say(r#"{"flights": [{"flight_id": "OS123", "price": 120}]}"#);
+    }
+    good_policy(r)
+}
+
+#[test]
+fn cli_plays_tasks_and_replays_them_offline() {
+    let (endpoint, count) = serve(agent_and_simulator, 0);
+    let dir = tempfile::tempdir().unwrap();
+    let tasks = dir.path().join("tasks.jsonl");
+    let task: Value = serde_json::from_str(include_str!("../fixtures/tools/trip.json")).unwrap();
+    std::fs::write(&tasks, format!("{task}\n")).unwrap();
+    let out = dir.path().join("out");
+    let run = |extra: &[&str]| {
+        let o = std::process::Command::new(env!("CARGO_BIN_EXE_rulegym"))
+            .args(["tools", "play", "--tasks"])
+            .arg(&tasks)
+            .args([
+                "--endpoint",
+                &endpoint,
+                "--model",
+                "scripted",
+                "--seed",
+                "7",
+                "--out",
+            ])
+            .arg(&out)
+            .args(extra)
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        std::fs::read_to_string(out.join("trajectories.jsonl")).unwrap()
+    };
+    let first = run(&[]);
+    let line: Value = serde_json::from_str(first.lines().next().unwrap()).unwrap();
+    assert_eq!(line["reward"], 1.0, "{line:#}");
+    assert_eq!(line["id"], "trip-oslo-1");
+    let calls = count.load(Ordering::SeqCst);
+    assert_eq!(calls, 5 + 1, "5 agent turns and 1 simulated tool response");
+    // Offline replay from the recorded cache: identical output, no request sent.
+    let second = run(&["--replay"]);
+    assert_eq!(first, second);
+    assert_eq!(count.load(Ordering::SeqCst), calls);
+}

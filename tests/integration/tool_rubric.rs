@@ -412,3 +412,50 @@ fn json_schema_file_matches_the_task_struct() {
         );
     }
 }
+
+#[test]
+fn rule_less_items_are_judged_strictly() {
+    use rulegym::reward::rubric_judge::LlmJudge;
+    use rulegym::synth::llm::{LlmBackend, ScriptedBackend};
+    use std::sync::Arc;
+    let mut task = trip_task();
+    task.rubric.subgoals[0].rule = None;
+    let program = RubricProgram::compile(&task).unwrap();
+    let yes: Arc<dyn LlmBackend> = Arc::new(ScriptedBackend::constant("YES"));
+    let r = scorer()
+        .score(
+            &task,
+            &program,
+            &good_trajectory(),
+            Some(&LlmJudge::new(yes, "j", Some(0))),
+        )
+        .unwrap();
+    assert_eq!(r.reward, 1.0);
+    assert_eq!(
+        r.items.iter().find(|i| i.id == "searched_oslo").unwrap().by,
+        "judge"
+    );
+    let no: Arc<dyn LlmBackend> = Arc::new(ScriptedBackend::constant("No."));
+    let r = scorer()
+        .score(
+            &task,
+            &program,
+            &good_trajectory(),
+            Some(&LlmJudge::new(no, "j", Some(0))),
+        )
+        .unwrap();
+    assert!(r.reward < 1.0);
+    let vague: Arc<dyn LlmBackend> = Arc::new(ScriptedBackend::constant("Probably yes"));
+    let err = scorer()
+        .score(
+            &task,
+            &program,
+            &good_trajectory(),
+            Some(&LlmJudge::new(vague, "j", Some(0))),
+        )
+        .unwrap_err();
+    assert!(
+        matches!(err, RubricError::Judge { .. }),
+        "an unparseable verdict is an error, never a reward"
+    );
+}
