@@ -112,7 +112,7 @@ pub fn run(args: Args) -> Result<()> {
     let total = questions.len();
     let progress = |_: &crate::env::eval::EpisodeRecord| {
         let n = done.fetch_add(1, Ordering::Relaxed) + 1;
-        if n % 50 == 0 || n == total {
+        if n.is_multiple_of(50) || n == total {
             eprintln!("{n}/{total} episodes");
         }
     };

@@ -3,6 +3,9 @@
 use super::eval::{EvalError, EvalReport, GroupStats};
 use plotters::prelude::*;
 
+/// A plotted line: legend label, the value of a group, colour.
+type Series<'a> = (&'a str, fn(&GroupStats) -> f64, RGBColor);
+
 fn plot_err(figure: &str) -> impl Fn(String) -> crate::Error + '_ {
     move |message| {
         EvalError::Plot {
@@ -20,7 +23,7 @@ fn lines(
     x_desc: &str,
     y_desc: &str,
     groups: &[GroupStats],
-    series: &[(&str, fn(&GroupStats) -> f64, RGBColor)],
+    series: &[Series<'_>],
 ) -> crate::Result<String> {
     let err = plot_err(figure);
     let points: Vec<(i64, &GroupStats)> = groups
@@ -129,9 +132,8 @@ fn family_bars(figure: &str, groups: &[GroupStats]) -> crate::Result<String> {
 
 /// The report's figures: (file name, SVG text).
 pub fn figures(report: &EvalReport) -> crate::Result<Vec<(String, String)>> {
-    let quality: [(&str, fn(&GroupStats) -> f64, RGBColor); 2] =
-        [("F1", |g| g.f1, BLUE), ("EM", |g| g.em, RED)];
-    let searches: [(&str, fn(&GroupStats) -> f64, RGBColor); 2] = [
+    let quality: [Series<'_>; 2] = [("F1", |g| g.f1, BLUE), ("EM", |g| g.em, RED)];
+    let searches: [Series<'_>; 2] = [
         ("model", |g| g.searches, BLUE),
         ("proof (oracle)", |g| g.oracle_searches, BLACK),
     ];

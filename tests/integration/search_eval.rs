@@ -76,7 +76,7 @@ fn handle(script: &Script, mut stream: TcpStream) {
     // Every 7th request fails once (alternating 503 and 429): the client must retry.
     if n % 7 == 3 {
         script.injected_failures.fetch_add(1, Ordering::Relaxed);
-        let status = if n % 2 == 0 {
+        let status = if n.is_multiple_of(2) {
             "503 Service Unavailable"
         } else {
             "429 Too Many Requests"
