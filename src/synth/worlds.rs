@@ -750,6 +750,7 @@ impl<'a> Context<'a> {
     }
 }
 
+#[allow(clippy::too_many_arguments)]
 fn tool(
     name: &str,
     description: &str,
