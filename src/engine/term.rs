@@ -143,17 +143,47 @@ impl Term {
         Ok(())
     }
 
-    /// Renders an argument position; atoms that are operators are parenthesised (`(',')`).
+    /// Renders an argument position; an atom that could be read as an operator is parenthesised
+    /// (`(',')`, `('-')`, `(is)`), any other atom is written quoted as is (parsing a parenthesised
+    /// atom costs scryer several times more).
     fn render_argument(&self, out: &mut String) -> Result<(), EngineError> {
-        if let Term::Atom(_) = self {
-            out.push('(');
-            self.render_into(out)?;
-            out.push(')');
-            Ok(())
-        } else {
-            self.render_into(out)
+        match self {
+            Term::Atom(text) if may_be_operator(text) => {
+                out.push('(');
+                self.render_into(out)?;
+                out.push(')');
+                Ok(())
+            }
+            _ => self.render_into(out),
         }
     }
+}
+
+/// Whether an atom's text could name an operator: solo and symbol-char atoms, and the
+/// alphanumeric operators of ISO and scryer. Text with any other character (a space, a letter
+/// next to a symbol) never does.
+fn may_be_operator(text: &str) -> bool {
+    const WORD_OPERATORS: [&str; 14] = [
+        "is",
+        "rem",
+        "mod",
+        "div",
+        "xor",
+        "dynamic",
+        "discontiguous",
+        "initialization",
+        "meta_predicate",
+        "module_transparent",
+        "multifile",
+        "public",
+        "thread_local",
+        "table",
+    ];
+    const SYMBOL_CHARS: &str = "#$&*+-./:<=>?@^~\\";
+    text.is_empty()
+        || matches!(text, "," | "|" | ";" | "!" | "[]" | "{}")
+        || WORD_OPERATORS.contains(&text)
+        || text.chars().all(|c| SYMBOL_CHARS.contains(c))
 }
 
 /// Appends `text` as a quoted Prolog atom (`'O\\'Neil'`). Errors on NUL characters.
@@ -231,7 +261,17 @@ mod tests {
     #[test]
     fn atoms_are_quoted_and_escaped() {
         let t = Term::compound("parent", [Term::atom("O'Neil \\ x\ny"), Term::Int(-3)]);
-        assert_eq!(t.render().unwrap(), r"'parent'(('O\'Neil \\ x\ny'),(-3))");
+        assert_eq!(t.render().unwrap(), r"'parent'('O\'Neil \\ x\ny',(-3))");
+        let ops = Term::compound(
+            "f",
+            [
+                Term::atom(","),
+                Term::atom("-"),
+                Term::atom("is"),
+                Term::atom("a b"),
+            ],
+        );
+        assert_eq!(ops.render().unwrap(), "'f'((','),('-'),('is'),'a b')");
     }
 
     #[test]
