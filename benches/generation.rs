@@ -17,7 +17,7 @@ fn people_loaded(engine: &Engine) -> i64 {
             Term::var(&n),
         ],
     );
-    let female = engine.query(&goal, &[n.clone()]).unwrap()[0][0]
+    let female = engine.query(&goal, std::slice::from_ref(&n)).unwrap()[0][0]
         .as_int()
         .unwrap();
     let goal = Term::compound(
