@@ -87,7 +87,7 @@ pub struct ClientConfig {
     pub seed: Option<u64>,
     /// Timeout of one request (connect, send, wait, read).
     pub timeout: Duration,
-    /// Retries after the first attempt on connection errors, timeouts, 429 and 5xx.
+    /// Retries after the first attempt on connection errors, timeouts, 408, 429 and 5xx.
     pub retries: u32,
     /// First backoff; doubled per retry, at most 30 s; a `Retry-After` in seconds wins.
     pub backoff: Duration,
@@ -214,7 +214,7 @@ impl ChatClient {
             .body_mut()
             .read_to_string()
             .map_err(|e| (true, format!("reading the response: {e}"), None))?;
-        if status == 429 || status >= 500 {
+        if status == 408 || status == 429 || status >= 500 {
             return Err((true, format!("HTTP {status}"), retry_after));
         }
         if status != 200 {

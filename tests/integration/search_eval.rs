@@ -29,6 +29,8 @@ struct Script {
     oracle: HashMap<String, Vec<String>>,
     requests: AtomicUsize,
     injected_failures: AtomicUsize,
+    /// Requests already failed once.
+    failed: std::sync::Mutex<std::collections::HashSet<String>>,
 }
 
 fn read_request(stream: &mut TcpStream) -> Option<Value> {
@@ -72,17 +74,7 @@ fn handle(script: &Script, mut stream: TcpStream) {
     let Some(request) = read_request(&mut stream) else {
         return respond(&mut stream, "400 Bad Request", "{}");
     };
-    let n = script.requests.fetch_add(1, Ordering::Relaxed);
-    // Every 7th request fails once (alternating 503 and 429): the client must retry.
-    if n % 7 == 3 {
-        script.injected_failures.fetch_add(1, Ordering::Relaxed);
-        let status = if n.is_multiple_of(2) {
-            "503 Service Unavailable"
-        } else {
-            "429 Too Many Requests"
-        };
-        return respond(&mut stream, status, "{\"error\": \"busy\"}");
-    }
+    script.requests.fetch_add(1, Ordering::Relaxed);
     assert_eq!(request["stop"], json!(["</search>", "</answer>"]));
     assert_eq!(request["model"], "scripted");
     let messages = request["messages"].as_array().unwrap();
@@ -92,6 +84,21 @@ fn handle(script: &Script, mut stream: TcpStream) {
         .map(|(_, q)| q.trim_end_matches('\n'))
         .unwrap();
     let turn = messages.iter().filter(|m| m["role"] == "assistant").count();
+    // One request in ~7 (by question and turn) fails on its first attempt, alternating 503 and
+    // 429: the client must retry; the retry succeeds.
+    let key = format!("{turn}:{question}");
+    let h = key
+        .bytes()
+        .fold(0usize, |h, b| h.wrapping_mul(31).wrapping_add(b as usize));
+    if h % 7 == 3 && script.failed.lock().unwrap().insert(key) {
+        script.injected_failures.fetch_add(1, Ordering::Relaxed);
+        let status = if h.is_multiple_of(2) {
+            "503 Service Unavailable"
+        } else {
+            "429 Too Many Requests"
+        };
+        return respond(&mut stream, status, "{\"error\": \"busy\"}");
+    }
     // Observations come back as user messages after each assistant turn.
     assert_eq!(
         messages.len(),
@@ -240,6 +247,7 @@ fn eval_end_to_end_oracle_one_garbage_zero() {
         oracle: oracle.clone(),
         requests: AtomicUsize::new(0),
         injected_failures: AtomicUsize::new(0),
+        failed: Default::default(),
     });
     let url = serve(script.clone());
     let (o, out) = eval(
@@ -250,7 +258,17 @@ fn eval_end_to_end_oracle_one_garbage_zero() {
         "oracle",
         &["--max-turns", "1000"],
     );
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let errors: Vec<String> = std::fs::read_to_string(out.join("trajectories.jsonl"))
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .filter_map(|l| l["error"].as_str().map(str::to_owned))
+        .collect();
+    assert!(
+        o.status.success(),
+        "{}\n{errors:?}",
+        String::from_utf8_lossy(&o.stderr)
+    );
     let (report, lines) = read_report(&out);
     assert_eq!(report.overall.n, questions.len());
     assert_eq!((report.overall.f1, report.overall.em), (1.0, 1.0));
@@ -323,6 +341,7 @@ fn eval_end_to_end_oracle_one_garbage_zero() {
         oracle: HashMap::new(),
         requests: AtomicUsize::new(0),
         injected_failures: AtomicUsize::new(0),
+        failed: Default::default(),
     });
     let url = serve(script);
     let (o, out) = eval(
