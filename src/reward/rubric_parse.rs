@@ -835,14 +835,11 @@ mod tests {
         let r = render("tool_call(S, book, Args), json_get(Args, city, \"Oslo\"), called(pay)");
         assert!(r.contains("'arg'(1,F__,A__1)"), "{r}");
         assert!(
-            r.contains("'member'('tool_call'(V__S,('book'),V__Args),A__1)"),
+            r.contains("'member'('tool_call'(V__S,'book',V__Args),A__1)"),
             "{r}"
         );
-        assert!(
-            r.contains("'rg_json_get'(V__Args,('city'),\"Oslo\")"),
-            "{r}"
-        );
-        assert!(r.contains("'rg_called'(F__,('pay'))"), "{r}");
+        assert!(r.contains("'rg_json_get'(V__Args,'city',\"Oslo\")"), "{r}");
+        assert!(r.contains("'rg_called'(F__,'pay')"), "{r}");
     }
 
     #[test]
