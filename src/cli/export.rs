@@ -24,8 +24,9 @@ pub struct Args {
     /// `data_source` of every row.
     #[arg(long, default_value = "rulegym_search")]
     data_source: String,
-    /// SkyRL `env_class` of every row.
-    #[arg(long, default_value = "search")]
+    /// SkyRL `env_class` of every row (the id `rulegym.skyrl.register()` registers; SkyRL's own
+    /// search environment is `search`).
+    #[arg(long, default_value = "rulegym-search-v1")]
     env_class: String,
 }
 

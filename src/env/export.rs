@@ -80,7 +80,7 @@ impl Default for ExportOptions {
             format: ExportFormat::Verl,
             data_source: "rulegym_search".into(),
             ability: "fact-reasoning".into(),
-            env_class: "search".into(),
+            env_class: "rulegym-search-v1".into(),
             config: SearchEnvConfig::default(),
         }
     }

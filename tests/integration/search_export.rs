@@ -44,7 +44,7 @@ fn check_row(row: &Value, q: &Question, i: usize, format: ExportFormat) {
     assert!(content.starts_with("Answer the given question."));
     let (spec, label, value) = match format {
         ExportFormat::Verl => ("reward_model", "ability", "fact-reasoning"),
-        ExportFormat::Skyrl => ("reward_spec", "env_class", "search"),
+        ExportFormat::Skyrl => ("reward_spec", "env_class", "rulegym-search-v1"),
     };
     assert_eq!(row[label], value);
     let key = if format == ExportFormat::Verl {
