@@ -40,30 +40,12 @@ fn advantages_inner(
     config: &GrpoConfig,
     out: &mut [f32],
 ) -> Result<(), GrpoError> {
-    config.validate()?;
-    if group_size == 0 {
-        return Err(GrpoError::Config("group_size must be >= 1".into()));
-    }
-    if rewards.is_empty() {
-        return Err(GrpoError::Empty("no rewards".into()));
-    }
-    if !rewards.len().is_multiple_of(group_size) {
-        return Err(GrpoError::Shape(format!(
-            "{} rewards is not a multiple of group_size {group_size}",
-            rewards.len()
-        )));
-    }
+    super::check_rewards(rewards, group_size, config)?;
     if out.len() != rewards.len() {
         return Err(GrpoError::Shape(format!(
             "advantage buffer has {} entries, rewards has {}",
             out.len(),
             rewards.len()
-        )));
-    }
-    if let Some(i) = rewards.iter().position(|r| !r.is_finite()) {
-        return Err(GrpoError::NonFinite(format!(
-            "rewards[{i}] = {}",
-            rewards[i]
         )));
     }
     for (rs, os) in rewards

@@ -189,25 +189,7 @@ impl<'a> GpuGrpo<'a> {
         group_size: usize,
         config: &GrpoConfig,
     ) -> Result<wgpu::Buffer, GrpoError> {
-        config.validate()?;
-        if group_size == 0 {
-            return Err(GrpoError::Config("group_size must be >= 1".into()));
-        }
-        if rewards.is_empty() {
-            return Err(GrpoError::Empty("no rewards".into()));
-        }
-        if !rewards.len().is_multiple_of(group_size) {
-            return Err(GrpoError::Shape(format!(
-                "{} rewards is not a multiple of group_size {group_size}",
-                rewards.len()
-            )));
-        }
-        if let Some(i) = rewards.iter().position(|r| !r.is_finite()) {
-            return Err(GrpoError::NonFinite(format!(
-                "rewards[{i}] = {}",
-                rewards[i]
-            )));
-        }
+        super::check_rewards(rewards, group_size, config)?;
         let ctx = self.ctx;
         let input = ctx.storage("rewards", rewards)?;
         let out = ctx.storage_zeroed("advantages", (rewards.len() * 4) as u64)?;

@@ -386,6 +386,35 @@ pub struct GrpoOutput {
     pub stats: GrpoStats,
 }
 
+/// Checks the config and the rewards of a batch of groups: `group_size` >= 1, a non-empty
+/// multiple of it, every reward finite. Shared by the CPU and GPU paths.
+pub(crate) fn check_rewards(
+    rewards: &[f32],
+    group_size: usize,
+    config: &GrpoConfig,
+) -> Result<(), GrpoError> {
+    config.validate()?;
+    if group_size == 0 {
+        return Err(GrpoError::Config("group_size must be >= 1".into()));
+    }
+    if rewards.is_empty() {
+        return Err(GrpoError::Empty("no rewards".into()));
+    }
+    if !rewards.len().is_multiple_of(group_size) {
+        return Err(GrpoError::Shape(format!(
+            "{} rewards is not a multiple of group_size {group_size}",
+            rewards.len()
+        )));
+    }
+    if let Some(i) = rewards.iter().position(|r| !r.is_finite()) {
+        return Err(GrpoError::NonFinite(format!(
+            "rewards[{i}] = {}",
+            rewards[i]
+        )));
+    }
+    Ok(())
+}
+
 /// Advantages, loss, gradient and metrics in one call on the CPU (allocates the outputs).
 /// `rewards` has one entry per sequence, in groups of `group_size` consecutive sequences.
 pub fn grpo_step(
