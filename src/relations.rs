@@ -120,14 +120,17 @@ pub fn relations(easy_mode: bool) -> impl Iterator<Item = &'static Relation> {
     RELATIONS.iter().filter(move |r| r.easy || !easy_mode)
 }
 
-fn step(universe: &Universe, from: PersonId, step: Step, out: &mut Vec<PersonId>) {
-    let person = universe.person(from);
-    match step {
-        Step::Parent => out.extend(&person.parents),
-        Step::Child => out.extend(&person.children),
-        Step::Sibling => out.extend(universe.siblings(from)),
-        Step::Spouse => out.extend(person.spouse),
-        Step::Friend => out.extend(&person.friends),
+impl Step {
+    /// Appends everyone one step from `from` to `out` (unsorted; may repeat across calls).
+    pub fn extend(self, universe: &Universe, from: PersonId, out: &mut Vec<PersonId>) {
+        let person = universe.person(from);
+        match self {
+            Step::Parent => out.extend(&person.parents),
+            Step::Child => out.extend(&person.children),
+            Step::Sibling => out.extend(universe.siblings(from)),
+            Step::Spouse => out.extend(person.spouse),
+            Step::Friend => out.extend(&person.friends),
+        }
     }
 }
 
@@ -138,7 +141,7 @@ impl Relation {
         for &s in self.steps {
             let mut next = Vec::new();
             for &p in &frontier {
-                step(universe, p, s, &mut next);
+                s.extend(universe, p, &mut next);
             }
             next.sort_unstable();
             next.dedup();
@@ -170,7 +173,7 @@ impl Relation {
         for &s in self.steps.iter().rev() {
             let mut next = Vec::new();
             for &p in &frontier {
-                step(universe, p, s.inverse(), &mut next);
+                s.inverse().extend(universe, p, &mut next);
             }
             next.sort_unstable();
             next.dedup();

@@ -1,7 +1,7 @@
 //! The article corpus: one templated Markdown article per person in PhantomWiki's format, and the
 //! facts each article states.
 
-use crate::universe::{AttributeFact, FactsWriter, Gender, PersonId, Universe};
+use crate::universe::{AttributeFact, FactsWriter, PersonId, Universe};
 use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
 
@@ -57,24 +57,9 @@ impl Article {
 
 /// The people `id` is related to by an article relation, sorted by name.
 pub fn relatives(universe: &Universe, id: PersonId, relation: &str) -> Vec<PersonId> {
-    let person = universe.person(id);
-    let with_gender = |ids: Vec<PersonId>, gender: Gender| -> Vec<PersonId> {
-        ids.into_iter()
-            .filter(|&r| universe.person(r).gender == gender)
-            .collect()
-    };
-    let mut found = match relation {
-        "sister" => with_gender(universe.siblings(id).collect(), Gender::Female),
-        "brother" => with_gender(universe.siblings(id).collect(), Gender::Male),
-        "mother" => with_gender(person.parents.clone(), Gender::Female),
-        "father" => with_gender(person.parents.clone(), Gender::Male),
-        "son" => with_gender(person.children.clone(), Gender::Male),
-        "daughter" => with_gender(person.children.clone(), Gender::Female),
-        "wife" => with_gender(person.spouse.into_iter().collect(), Gender::Female),
-        "husband" => with_gender(person.spouse.into_iter().collect(), Gender::Male),
-        "friend" => person.friends.clone(),
-        _ => Vec::new(),
-    };
+    let mut found = crate::relations::relation(relation)
+        .map(|r| r.related(universe, id))
+        .unwrap_or_default();
     found.sort_by(|&a, &b| universe.person(a).name.cmp(&universe.person(b).name));
     found
 }

@@ -6,7 +6,7 @@ use super::search::{SearchEnv, SearchEnvConfig, SearchTask};
 use super::{Environment, Message};
 use crate::env::search::Retriever;
 use crate::question::{Anchor, Chain, ChainStep, Query, Question};
-use crate::relations::{Step as Primitive, relation};
+use crate::relations::relation;
 use crate::universe::{PersonId, Universe};
 use serde::{Deserialize, Serialize};
 use std::sync::Arc;
@@ -19,17 +19,6 @@ pub struct ProofPlan {
     pub attribute_searches: Vec<(String, Vec<PersonId>)>,
     /// People to read, each once, in proof order.
     pub reads: Vec<PersonId>,
-}
-
-fn primitive(u: &Universe, p: PersonId, s: Primitive) -> Vec<PersonId> {
-    let person = u.person(p);
-    match s {
-        Primitive::Parent => person.parents.clone(),
-        Primitive::Child => person.children.clone(),
-        Primitive::Sibling => u.siblings(p).collect(),
-        Primitive::Spouse => person.spouse.into_iter().collect(),
-        Primitive::Friend => person.friends.clone(),
-    }
 }
 
 struct Reader<'a> {
@@ -55,10 +44,11 @@ impl Reader<'_> {
         let mut frontier = set.to_vec();
         for &s in r.steps {
             self.read(&frontier);
-            frontier = frontier
-                .iter()
-                .flat_map(|&p| primitive(self.u, p, s))
-                .collect();
+            let mut next = Vec::new();
+            for &p in &frontier {
+                s.extend(self.u, p, &mut next);
+            }
+            frontier = next;
             frontier.sort_unstable();
             frontier.dedup();
         }
