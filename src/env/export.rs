@@ -34,8 +34,19 @@ pub enum ExportError {
     #[error("unknown export format {0:?} (verl or skyrl)")]
     UnknownFormat(String),
     /// Nothing to export.
-    #[error("no questions to export")]
+    #[error("nothing to export (no questions or tasks)")]
     Empty,
+    /// Two tasks declare a tool of the same name with different schemas (verl declares every
+    /// tool once per run, in one tool config).
+    #[error("tool {tool:?} has different schemas in tasks {first:?} and {second:?}")]
+    ToolConflict {
+        /// The tool name.
+        tool: String,
+        /// The task that declared it first.
+        first: String,
+        /// The task whose declaration differs.
+        second: String,
+    },
 }
 
 /// The trainer a file is for.
@@ -179,7 +190,7 @@ pub fn row_json(row: &ExportRow, options: &ExportOptions) -> Value {
 }
 
 /// One leaf column: required strings, required integers, or a list of strings (def/rep levels).
-enum Column {
+pub(super) enum Column {
     Str(Vec<ByteArray>),
     Int(Vec<i64>),
     List {
@@ -189,7 +200,9 @@ enum Column {
     },
 }
 
-fn list_column<'a, I: IntoIterator<Item = &'a str>>(per_row: impl Iterator<Item = I>) -> Column {
+pub(super) fn list_column<'a, I: IntoIterator<Item = &'a str>>(
+    per_row: impl Iterator<Item = I>,
+) -> Column {
     let (mut values, mut def, mut rep) = (Vec::new(), Vec::new(), Vec::new());
     for items in per_row {
         let before = def.len();
@@ -206,7 +219,7 @@ fn list_column<'a, I: IntoIterator<Item = &'a str>>(per_row: impl Iterator<Item 
     Column::List { values, def, rep }
 }
 
-fn str_column<'a>(per_row: impl Iterator<Item = &'a str>) -> Column {
+pub(super) fn str_column<'a>(per_row: impl Iterator<Item = &'a str>) -> Column {
     Column::Str(per_row.map(ByteArray::from).collect())
 }
 
@@ -222,7 +235,7 @@ const EXTRA_SCHEMA: &str = "
     required binary kind (UTF8);
   }";
 
-const PROMPT_SCHEMA: &str = "
+pub(super) const PROMPT_SCHEMA: &str = "
   required group prompt (LIST) {
     repeated group list {
       required group element {
@@ -294,11 +307,21 @@ pub fn write_parquet(
     rows: &[ExportRow],
     options: &ExportOptions,
 ) -> crate::Result<()> {
+    write_columns(
+        path,
+        &parquet_schema(options.format),
+        columns(rows, options),
+    )
+}
+
+/// Writes leaf `columns` (in the schema's depth-first leaf order) as one parquet file with the
+/// message type `schema` (one row group, uncompressed), atomically.
+pub(super) fn write_columns(path: &Path, schema: &str, columns: Vec<Column>) -> crate::Result<()> {
     let perr = |source| ExportError::Parquet {
         path: path.display().to_string(),
         source,
     };
-    let schema = Arc::new(parse_message_type(&parquet_schema(options.format)).map_err(perr)?);
+    let schema = Arc::new(parse_message_type(schema).map_err(perr)?);
     let props = Arc::new(
         WriterProperties::builder()
             .set_compression(Compression::UNCOMPRESSED)
@@ -309,7 +332,7 @@ pub fn write_parquet(
     {
         let mut writer = SerializedFileWriter::new(&mut bytes, schema, props).map_err(perr)?;
         let mut group = writer.next_row_group().map_err(perr)?;
-        for column in columns(rows, options) {
+        for column in columns {
             let mut col = group
                 .next_column()
                 .map_err(perr)?
@@ -346,13 +369,19 @@ pub fn write_parquet(
 
 /// Writes `rows` as JSON lines, atomically.
 pub fn write_jsonl(path: &Path, rows: &[ExportRow], options: &ExportOptions) -> crate::Result<()> {
+    write_json_lines(path, rows.iter().map(|row| row_json(row, options)))
+}
+
+/// Writes JSON values one per line, atomically.
+pub(super) fn write_json_lines(
+    path: &Path,
+    values: impl Iterator<Item = Value>,
+) -> crate::Result<()> {
     let mut out = Vec::new();
-    for row in rows {
-        serde_json::to_writer(&mut out, &row_json(row, options)).map_err(|source| {
-            crate::Error::Json {
-                context: "serialising an export row".into(),
-                source,
-            }
+    for value in values {
+        serde_json::to_writer(&mut out, &value).map_err(|source| crate::Error::Json {
+            context: "serialising an export row".into(),
+            source,
         })?;
         out.push(b'\n');
     }

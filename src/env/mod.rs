@@ -8,6 +8,7 @@ pub mod export;
 pub mod oracle;
 pub mod search;
 pub mod tool;
+pub mod tool_export;
 pub mod tool_sim;
 pub mod tool_user;
 

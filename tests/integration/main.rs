@@ -16,6 +16,7 @@ mod search_env;
 mod search_eval;
 mod search_export;
 mod tool_env;
+mod tool_export;
 mod tool_rubric;
 mod tool_worlds;
 mod universe;

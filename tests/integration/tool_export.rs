@@ -1,0 +1,252 @@
+//! `rulegym export --tasks`: verl and SkyRL rows of tool-use tasks read back from parquet and
+//! JSONL, verl's tool and interaction configs parsed as YAML (tool schemas equal the tasks'),
+//! prompts equal the environment's, and the bytes are deterministic.
+
+use rulegym::env::Environment;
+use rulegym::env::export::{ExportFormat, read_parquet_json};
+use rulegym::env::tool::{Protocol, ToolEnv, ToolEnvConfig, ToolWorld};
+use rulegym::env::tool_export::{
+    INTERACTION_NAME, SKYRL_TOOL_ENV, ToolExportOptions, VERL_INTERACTION_CLASS, VERL_TOOL_CLASS,
+    export_tasks, interaction_config_path, tool_config_path, tool_rows,
+};
+use rulegym::env::tool_user::RuleUser;
+use rulegym::reward::rubric::{RubricScorer, ScoreConfig};
+use rulegym::synth::task::{Task, ValidateOptions, load_tasks};
+use serde_json::Value;
+use std::path::Path;
+use std::process::Command;
+use std::sync::Arc;
+
+fn cli(args: &[&str]) -> String {
+    let out = Command::new(env!("CARGO_BIN_EXE_rulegym"))
+        .args(args)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "rulegym {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).unwrap()
+}
+
+/// A universe and `count` generated tasks under `dir`; returns the task file.
+fn tasks_file(dir: &Path, count: usize) -> std::path::PathBuf {
+    let universe = dir.join("u");
+    let tasks = dir.join("tasks.jsonl");
+    let (u, t) = (universe.to_str().unwrap(), tasks.to_str().unwrap());
+    cli(&[
+        "generate",
+        "--quiet",
+        "--num-family-trees",
+        "6",
+        "--seed",
+        "5",
+        "--out",
+        u,
+    ]);
+    cli(&[
+        "tools",
+        "generate",
+        "--universe",
+        u,
+        "--count",
+        &count.to_string(),
+        "--out",
+        t,
+    ]);
+    tasks
+}
+
+fn yaml(path: &Path) -> Value {
+    serde_yaml_ng::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
+}
+
+/// The prompt a fresh environment of `task` starts with under `protocol`.
+fn env_prompt(task: &Task, protocol: Protocol, scorer: &Arc<RubricScorer>) -> Value {
+    let world = Arc::new(ToolWorld::new(task.clone(), ValidateOptions::default()).unwrap());
+    let config = ToolEnvConfig {
+        protocol,
+        ..ToolEnvConfig::default()
+    };
+    let user = Box::new(RuleUser::new(task));
+    let mut env = ToolEnv::new(world, None, user, scorer.clone(), config);
+    serde_json::to_value(env.reset().unwrap()).unwrap()
+}
+
+#[test]
+fn verl_and_skyrl_task_rows_read_back() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = tasks_file(dir.path(), 12);
+    let tasks = load_tasks(&file, ValidateOptions::default()).unwrap();
+    assert_eq!(tasks.len(), 12);
+    let scorer = Arc::new(RubricScorer::new(ScoreConfig::default()).unwrap());
+    let names: Vec<&str> = tasks[0].tools.iter().map(|t| t.name.as_str()).collect();
+    assert!(names.len() >= 5, "{names:?}");
+
+    // verl, through the CLI.
+    let out = dir.path().join("verl/train.parquet");
+    let printed = cli(&[
+        "export",
+        "--tasks",
+        file.to_str().unwrap(),
+        "--format",
+        "verl",
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    assert!(printed.contains("wrote 12 verl rows"), "{printed}");
+    let rows = read_parquet_json(&out).unwrap();
+    assert_eq!(rows.len(), tasks.len());
+    for (i, (row, task)) in rows.iter().zip(&tasks).enumerate() {
+        assert_eq!(row["data_source"], "rulegym_tools");
+        assert_eq!(row["ability"], "tool-use");
+        assert_eq!(row["agent_name"], "tool_agent");
+        assert_eq!(row["prompt"], env_prompt(task, Protocol::OpenAi, &scorer));
+        assert_eq!(row["prompt"][1]["content"], task.instruction.as_str());
+        assert!(
+            !row["prompt"][0]["content"]
+                .as_str()
+                .unwrap()
+                .contains("<tools>"),
+            "verl renders the tools through its chat template"
+        );
+        assert_eq!(row["reward_model"]["style"], "rule");
+        assert_eq!(
+            row["reward_model"]["ground_truth"]["task_id"],
+            task.id.as_str()
+        );
+        let extra = &row["extra_info"];
+        assert_eq!(extra["index"], i);
+        assert_eq!(extra["split"], "train");
+        assert_eq!(extra["id"], task.id.as_str());
+        let kwargs = extra["tools_kwargs"].as_object().unwrap();
+        assert_eq!(kwargs.len(), names.len());
+        for name in &names {
+            assert_eq!(
+                kwargs[*name]["create_kwargs"]["task_id"],
+                task.id.as_str(),
+                "{name}"
+            );
+        }
+        let interaction = &extra["interaction_kwargs"];
+        assert_eq!(interaction["name"], INTERACTION_NAME);
+        assert_eq!(interaction["task_id"], task.id.as_str());
+        let back = Task::from_json(interaction["task"].as_str().unwrap()).unwrap();
+        assert_eq!(&back, task, "the row rebuilds the task exactly");
+    }
+
+    // The tool config lists every tool once, with the task's OpenAI schema.
+    let tools = yaml(&tool_config_path(&out));
+    let entries = tools["tools"].as_array().unwrap();
+    assert_eq!(entries.len(), names.len());
+    for (entry, tool) in entries.iter().zip(&tasks[0].tools) {
+        assert_eq!(entry["class_name"], VERL_TOOL_CLASS);
+        assert_eq!(entry["config"]["type"], "native");
+        assert_eq!(entry["tool_schema"], tool.openai_schema());
+    }
+    for task in &tasks {
+        for tool in &task.tools {
+            assert!(
+                entries
+                    .iter()
+                    .any(|e| e["tool_schema"] == tool.openai_schema())
+            );
+        }
+    }
+    let interaction = yaml(&interaction_config_path(&out));
+    let entry = &interaction["interaction"][0];
+    assert_eq!(entry["name"], INTERACTION_NAME);
+    assert_eq!(entry["class_name"], VERL_INTERACTION_CLASS);
+    assert_eq!(entry["config"]["max_turns"], 16);
+
+    // JSONL holds the same rows as the parquet file.
+    let jsonl = dir.path().join("verl/train.jsonl");
+    let options = ToolExportOptions::default();
+    export_tasks(&jsonl, &tasks, &options).unwrap();
+    let lines: Vec<Value> = std::fs::read_to_string(&jsonl)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(lines, rows);
+
+    // SkyRL: the Hermes prompt, the env id rulegym.skyrl registers, the task in extra_info.
+    let out = dir.path().join("skyrl.parquet");
+    let options = ToolExportOptions {
+        format: ExportFormat::Skyrl,
+        ..ToolExportOptions::default()
+    };
+    let files = export_tasks(&out, &tasks, &options).unwrap();
+    assert_eq!(files, vec![out.clone()], "no YAML for SkyRL");
+    let rows = read_parquet_json(&out).unwrap();
+    for (i, (row, task)) in rows.iter().zip(&tasks).enumerate() {
+        assert_eq!(row["env_class"], SKYRL_TOOL_ENV);
+        assert_eq!(row["reward_spec"]["method"], "rule");
+        assert_eq!(
+            row["reward_spec"]["ground_truth"]["task_id"],
+            task.id.as_str()
+        );
+        assert_eq!(row["prompt"], env_prompt(task, Protocol::Hermes, &scorer));
+        assert_eq!(row["extra_info"]["index"], i);
+        let back = Task::from_json(row["extra_info"]["task"].as_str().unwrap()).unwrap();
+        assert_eq!(&back, task);
+    }
+}
+
+#[test]
+fn task_export_is_deterministic_and_checked() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = tasks_file(dir.path(), 5);
+    let tasks = load_tasks(&file, ValidateOptions::default()).unwrap();
+    let options = ToolExportOptions::default();
+    let read = |p: &Path| std::fs::read(p).unwrap();
+    let (a, b) = (dir.path().join("a.parquet"), dir.path().join("b.parquet"));
+    let fa = export_tasks(&a, &tasks, &options).unwrap();
+    let fb = export_tasks(&b, &tasks, &options).unwrap();
+    assert_eq!(fa.len(), 3);
+    for (x, y) in fa.iter().zip(&fb) {
+        assert_eq!(read(x), read(y), "{} vs {}", x.display(), y.display());
+    }
+    // No temporary files left behind.
+    let leftovers: Vec<_> = std::fs::read_dir(dir.path())
+        .unwrap()
+        .filter_map(|e| e.ok())
+        .filter(|e| e.file_name().to_string_lossy().starts_with('.'))
+        .collect();
+    assert!(leftovers.is_empty(), "{leftovers:?}");
+
+    // One tool name with two schemas cannot be declared once: an error naming both tasks.
+    let mut other = tasks[0].clone();
+    other.id = "other-task".into();
+    other.tools[0].description.push_str(" (changed)");
+    let err = tool_rows(&[tasks[0].clone(), other], &options)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains(&tasks[0].tools[0].name) && err.contains("other-task"),
+        "{err}"
+    );
+    assert!(tool_rows(&[], &options).is_err());
+
+    // Bad input through the CLI: an error message, not a panic.
+    let bad = dir.path().join("bad.jsonl");
+    std::fs::write(&bad, "{\"id\": \"x\"}\n").unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_rulegym"))
+        .args([
+            "export",
+            "--tasks",
+            bad.to_str().unwrap(),
+            "--format",
+            "verl",
+        ])
+        .args(["--out", dir.path().join("bad.parquet").to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("bad.jsonl") && !stderr.contains("panicked"),
+        "{stderr}"
+    );
+}
