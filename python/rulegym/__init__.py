@@ -19,7 +19,6 @@ from ._rulegym import (
     bench_rust_steps,
     build_index,
     generate_dataset,
-    generate_family_jsonl,
     generate_questions,
     generate_questions_jsonl,
     generate_universe,
@@ -30,7 +29,6 @@ from ._rulegym import (
     oracle,
     policy_loss,
     policy_loss_padded,
-    question_families,
     score,
 )
 
@@ -46,7 +44,6 @@ __all__ = [
     "bench_rust_steps",
     "build_index",
     "generate_dataset",
-    "generate_family_jsonl",
     "generate_questions",
     "generate_questions_jsonl",
     "generate_universe",
@@ -57,6 +54,5 @@ __all__ = [
     "oracle",
     "policy_loss",
     "policy_loss_padded",
-    "question_families",
     "score",
 ]

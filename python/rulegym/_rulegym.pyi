@@ -80,17 +80,13 @@ def generate_questions(
 ) -> List[Dict[str, Any]]:
     """Engine-verified questions (``questions.jsonl`` records)."""
 def generate_questions_jsonl(
-    universe: Optional[Dict[str, Any]] = None, questions: Optional[Dict[str, Any]] = None
+    universe: Optional[Dict[str, Any]] = None,
+    questions: Optional[Dict[str, Any]] = None,
+    shard: int = 0,
+    num_shards: int = 1,
 ) -> bytes:
-    """The exact ``questions.jsonl`` bytes."""
-def question_families(
-    universe: Optional[Dict[str, Any]] = None, questions: Optional[Dict[str, Any]] = None
-) -> List[str]:
-    """The config's families in output order."""
-def generate_family_jsonl(
-    family: str, universe: Optional[Dict[str, Any]] = None, questions: Optional[Dict[str, Any]] = None
-) -> bytes:
-    """One family's ``questions.jsonl`` bytes (a shard of :func:`generate_questions_jsonl`)."""
+    """The exact ``questions.jsonl`` bytes, or shard ``shard`` of ``num_shards`` of them
+    (contiguous parts: concatenated in shard order they are the unsharded bytes)."""
 def generate_dataset(
     out: _Path,
     universe: Optional[Dict[str, Any]] = None,

@@ -16,7 +16,7 @@ use pyo3::types::{PyBool, PyBytes, PyDict, PyFloat, PyList, PyString};
 use rulegym::env::Environment;
 use rulegym::env::search::{self as search, Retriever, SearchEnvConfig, SearchTask};
 use rulegym::grpo::{self, GrpoConfig, GrpoStats, TokenBatch};
-use rulegym::question::{self, Family, Question, QuestionConfig};
+use rulegym::question::{self, Question, QuestionConfig};
 use rulegym::retrieval::SearchIndex;
 use rulegym::reward::answer::{self, ScoreMode};
 use rulegym::universe::{Universe, UniverseConfig};
@@ -143,6 +143,7 @@ fn generate_universe<'py>(
 fn propose_and_verify(
     universe_config: &UniverseConfig,
     config: &QuestionConfig,
+    shard: (usize, usize),
 ) -> rulegym::Result<Vec<Question>> {
     universe_config.validate()?;
     config.validate()?;
@@ -158,7 +159,7 @@ fn propose_and_verify(
         loading
             .join()
             .map_err(|_| rulegym::Error::Config("engine thread panicked".into()))??;
-        proposals
+        proposals?.into_shard(shard.0, shard.1)
     })?;
     Ok(question::verify(std::slice::from_ref(&engine), proposals)?.0)
 }
@@ -198,64 +199,28 @@ fn generate_questions<'py>(
     let ucfg: UniverseConfig = from_py(py, universe, "universe config")?;
     let qcfg = question_config(py, &ucfg, questions)?;
     let qs = py
-        .allow_threads(|| propose_and_verify(&ucfg, &qcfg))
+        .allow_threads(|| propose_and_verify(&ucfg, &qcfg, (0, 1)))
         .map_err(err)?;
     to_py(py, &qs)
 }
 
-/// Like [`generate_questions`] but returns the exact bytes of `questions.jsonl`.
+/// Like [`generate_questions`] but returns the exact bytes of `questions.jsonl`, or of shard
+/// `shard` of `num_shards` of it: every shard samples all questions (cheap, deterministic) and
+/// verifies a contiguous part on its engine, so the shards' bytes concatenated in shard order
+/// are the unsharded output byte for byte.
 #[pyfunction]
-#[pyo3(signature = (universe=None, questions=None))]
+#[pyo3(signature = (universe=None, questions=None, shard=0, num_shards=1))]
 fn generate_questions_jsonl<'py>(
     py: Python<'py>,
     universe: Option<&Bound<'py, PyAny>>,
     questions: Option<&Bound<'py, PyAny>>,
+    shard: usize,
+    num_shards: usize,
 ) -> PyResult<Bound<'py, PyBytes>> {
     let ucfg: UniverseConfig = from_py(py, universe, "universe config")?;
     let qcfg = question_config(py, &ucfg, questions)?;
     let bytes = py
-        .allow_threads(|| propose_and_verify(&ucfg, &qcfg).map(|q| jsonl(&q)))
-        .map_err(err)??;
-    Ok(PyBytes::new(py, &bytes))
-}
-
-/// The families of a question config, in output order (`["base", "hops", ...]`).
-#[pyfunction]
-#[pyo3(signature = (universe=None, questions=None))]
-fn question_families(
-    py: Python<'_>,
-    universe: Option<&Bound<'_, PyAny>>,
-    questions: Option<&Bound<'_, PyAny>>,
-) -> PyResult<Vec<String>> {
-    let ucfg: UniverseConfig = from_py(py, universe, "universe config")?;
-    let qcfg = question_config(py, &ucfg, questions)?;
-    Ok(qcfg.families.iter().map(|f| f.name().to_owned()).collect())
-}
-
-/// Generates the questions of one family only, as `questions.jsonl` bytes: one shard of
-/// [`generate_questions_jsonl`]. Every question slot draws from its own stream keyed by
-/// (seed, family/cell, index), and deduplication and cell balancing are per family, so the
-/// families' outputs concatenated in config order equal the single-process output byte for byte.
-#[pyfunction]
-#[pyo3(signature = (family, universe=None, questions=None))]
-fn generate_family_jsonl<'py>(
-    py: Python<'py>,
-    family: &str,
-    universe: Option<&Bound<'py, PyAny>>,
-    questions: Option<&Bound<'py, PyAny>>,
-) -> PyResult<Bound<'py, PyBytes>> {
-    let ucfg: UniverseConfig = from_py(py, universe, "universe config")?;
-    let mut qcfg = question_config(py, &ucfg, questions)?;
-    let family: Family = family.parse().map_err(err)?;
-    if !qcfg.families.contains(&family) {
-        return Err(err(format!(
-            "family {} is not in the config's families",
-            family.name()
-        )));
-    }
-    qcfg.families = vec![family];
-    let bytes = py
-        .allow_threads(|| propose_and_verify(&ucfg, &qcfg).map(|q| jsonl(&q)))
+        .allow_threads(|| propose_and_verify(&ucfg, &qcfg, (shard, num_shards)).map(|q| jsonl(&q)))
         .map_err(err)??;
     Ok(PyBytes::new(py, &bytes))
 }
@@ -274,7 +239,7 @@ fn generate_dataset(
     let ucfg: UniverseConfig = from_py(py, universe, "universe config")?;
     let qcfg = question_config(py, &ucfg, questions)?;
     py.allow_threads(|| -> rulegym::Result<usize> {
-        let qs = propose_and_verify(&ucfg, &qcfg)?;
+        let qs = propose_and_verify(&ucfg, &qcfg, (0, 1))?;
         let universe = Universe::generate(&ucfg)?;
         let facts = universe.facts();
         let articles = rulegym::corpus::articles(&universe);
@@ -1080,8 +1045,6 @@ fn _rulegym(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(generate_universe, m)?)?;
     m.add_function(wrap_pyfunction!(generate_questions, m)?)?;
     m.add_function(wrap_pyfunction!(generate_questions_jsonl, m)?)?;
-    m.add_function(wrap_pyfunction!(question_families, m)?)?;
-    m.add_function(wrap_pyfunction!(generate_family_jsonl, m)?)?;
     m.add_function(wrap_pyfunction!(generate_dataset, m)?)?;
     m.add_function(wrap_pyfunction!(build_index, m)?)?;
     m.add_function(wrap_pyfunction!(oracle, m)?)?;

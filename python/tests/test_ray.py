@@ -25,14 +25,19 @@ def test_sharded_equals_single_process(ray_runtime):
 
     single = rulegym.generate_questions_jsonl(CONFIG["universe"], CONFIG["questions"])
     assert single.count(b"\n") > 20
-    for shards in (2, 3, 5):
+    for shards in (1, 2, 3, 7):
         assert generate_sharded(CONFIG, shards) == single, shards
 
 
-def test_shard_assignment():
-    from rulegym.ray import shard_families
-
-    assert shard_families(["a", "b", "c"], 2) == [[(0, "a"), (2, "c")], [(1, "b")]]
-    assert shard_families(["a"], 4) == [[(0, "a")]]
+def test_shards_partition_the_questions():
+    """Shards are contiguous, non-empty here and together exactly the single-process lines."""
+    single = rulegym.generate_questions_jsonl(CONFIG["universe"], CONFIG["questions"])
+    parts = [rulegym.generate_questions_jsonl(CONFIG["universe"], CONFIG["questions"], i, 3) for i in range(3)]
+    assert all(p.count(b"\n") > 0 for p in parts)
+    assert b"".join(parts) == single
+    with pytest.raises(Exception, match="shard 3 of 3"):
+        rulegym.generate_questions_jsonl(CONFIG["universe"], CONFIG["questions"], 3, 3)
     with pytest.raises(ValueError):
-        shard_families(["a"], 0)
+        from rulegym.ray import generate_sharded
+
+        generate_sharded(CONFIG, 0)

@@ -270,6 +270,33 @@ impl Proposals {
     pub fn questions(&self) -> &[Question] {
         &self.questions
     }
+
+    /// Keeps shard `index` of `count`: a contiguous run of the proposals, so that the verified
+    /// shards concatenated in index order are the unsharded output exactly. Sampling is cheap
+    /// and deterministic, verification is where the engine time goes: every worker proposes
+    /// everything and verifies its own shard. The report's counts stay with shard 0, so
+    /// summing the shards' reports gives the whole run's.
+    pub fn into_shard(self, index: usize, count: usize) -> crate::Result<Proposals> {
+        if count == 0 || index >= count {
+            return Err(crate::Error::Config(format!(
+                "shard {index} of {count}: need 0 <= index < count"
+            )));
+        }
+        let n = self.questions.len();
+        let bounds = |i: usize| i * n / count;
+        let questions = self
+            .questions
+            .into_iter()
+            .skip(bounds(index))
+            .take(bounds(index + 1) - bounds(index))
+            .collect();
+        let report = if index == 0 {
+            self.report
+        } else {
+            GenerationReport::default()
+        };
+        Ok(Proposals { questions, report })
+    }
 }
 
 /// Phase 1: walk, render and pre-check every slot. Deterministic in (universe, config): each
