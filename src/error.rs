@@ -33,6 +33,9 @@ pub enum Error {
     /// An LLM backend failed.
     #[error(transparent)]
     Llm(#[from] crate::synth::llm::LlmError),
+    /// The task-synthesis pipeline failed.
+    #[error(transparent)]
+    Pipeline(#[from] crate::synth::pipeline::PipelineError),
     /// A dataset export failed.
     #[error(transparent)]
     Export(#[from] crate::env::export::ExportError),

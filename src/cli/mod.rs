@@ -14,6 +14,7 @@ pub(crate) mod questions;
 mod score;
 mod search;
 mod serve;
+mod synth;
 mod tools;
 
 /// rulegym: verifiable RL environments for small LLM agents.
@@ -50,6 +51,8 @@ enum Command {
     Serve(serve::Args),
     /// Tool-use tasks: score a conversation against its rubric, or play an agent through tasks.
     Tools(tools::Args),
+    /// Synthesize tool-use tasks with an LLM (SynthAgent pipeline, record/replay cache).
+    Synth(synth::Args),
 }
 
 /// Entry point of the binary: parse flags, run the subcommand, print errors.
@@ -68,6 +71,7 @@ pub fn main() -> ExitCode {
         Command::Search(args) => search::run(args),
         Command::Serve(args) => serve::run(args),
         Command::Tools(args) => tools::run(args),
+        Command::Synth(args) => synth::run(args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

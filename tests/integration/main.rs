@@ -15,6 +15,7 @@ mod retrieval_server;
 mod search_env;
 mod search_eval;
 mod search_export;
+mod synth_pipeline;
 mod tool_env;
 mod tool_export;
 mod tool_rubric;

@@ -1,0 +1,147 @@
+//! `rulegym synth`: the SynthAgent task-synthesis pipeline (persona -> draft -> tool check ->
+//! rewrite -> teacher rollouts -> rubric -> filter) against an OpenAI-compatible endpoint, with
+//! every exchange recorded for offline replay. See [`crate::synth::pipeline`].
+
+use crate::Result;
+use crate::synth::llm::LlmBackend;
+use crate::synth::llm_openai::{OpenAiBackend, OpenAiConfig};
+use crate::synth::pipeline::{self, PipelineConfig, Stage, UserKind};
+use serde_json::json;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// Flags of `rulegym synth`.
+#[derive(clap::Args, Debug)]
+pub struct Args {
+    /// Personas: one per line, plain text or JSON {"persona": ..., "id": ...} (draft stage).
+    #[arg(long)]
+    personas: Option<PathBuf>,
+    /// OpenAI-compatible endpoint (`http://host:8000/v1`); not needed with --replay-only.
+    #[arg(long)]
+    endpoint: Option<String>,
+    /// Model of the generating stages and the teacher.
+    #[arg(long)]
+    model: String,
+    /// Model of the tool and user simulators (default: --model, same endpoint).
+    #[arg(long)]
+    sim_model: Option<String>,
+    /// Output directory (stage files, tasks.jsonl, mappings/, manifest.json).
+    #[arg(long)]
+    out: PathBuf,
+    /// Stages to run, comma-separated, in order (draft,tools,rewrite,rollouts,rubric,filter).
+    #[arg(long, value_delimiter = ',')]
+    stages: Vec<String>,
+    /// Record/replay cache directory (default OUT/llm-cache).
+    #[arg(long)]
+    cache: Option<PathBuf>,
+    /// Only replay recorded answers from the cache (no network; a miss fails its item).
+    #[arg(long)]
+    replay_only: bool,
+    /// Items processed at once.
+    #[arg(long, default_value_t = 4)]
+    concurrency: usize,
+    /// Teacher rollouts per task (at least 2).
+    #[arg(long, default_value_t = 2)]
+    rollouts: u32,
+    /// User simulator of teacher rollouts: llm or rule.
+    #[arg(long, default_value = "llm")]
+    user: String,
+    /// Sampling temperature of the generating stages.
+    #[arg(long, default_value_t = 0.7)]
+    temperature: f64,
+    /// Sampling temperature of the teacher.
+    #[arg(long, default_value_t = 0.7)]
+    teacher_temperature: f64,
+    /// Seed passed to the endpoint.
+    #[arg(long, default_value_t = 0)]
+    seed: u64,
+    /// Agent turns per teacher rollout (also the tasks' max_turns).
+    #[arg(long, default_value_t = 16)]
+    max_turns: u32,
+    /// Drop tasks whose teacher rollouts execute less of the workflow on average.
+    #[arg(long, default_value_t = 0.6)]
+    min_workflow_coverage: f64,
+    /// Drop tasks whose best teacher rollout scores less under the extracted rubric.
+    #[arg(long, default_value_t = 1.0)]
+    min_best_reward: f64,
+    /// Maximum tokens per generation request.
+    #[arg(long)]
+    max_tokens: Option<u32>,
+    /// Name of an environment variable holding the API key.
+    #[arg(long)]
+    api_key_env: Option<String>,
+    /// No progress bars.
+    #[arg(long, short)]
+    quiet: bool,
+}
+
+/// Runs `rulegym synth`.
+pub fn run(args: Args) -> Result<()> {
+    let stages = if args.stages.is_empty() {
+        Stage::ALL.to_vec()
+    } else {
+        args.stages
+            .iter()
+            .map(|s| Stage::parse(s))
+            .collect::<std::result::Result<Vec<_>, _>>()?
+    };
+    let user = match args.user.as_str() {
+        "llm" => UserKind::Llm,
+        "rule" => UserKind::Rule,
+        other => {
+            return Err(crate::Error::Config(format!(
+                "unknown user simulator {other:?} (llm, rule)"
+            )));
+        }
+    };
+    let config = PipelineConfig {
+        out: args.out,
+        cache: args.cache,
+        replay_only: args.replay_only,
+        model: args.model,
+        sim_model: args.sim_model,
+        stages,
+        concurrency: args.concurrency,
+        rollouts: args.rollouts,
+        temperature: args.temperature,
+        teacher_temperature: args.teacher_temperature,
+        seed: args.seed,
+        max_turns: args.max_turns,
+        user,
+        min_workflow_coverage: args.min_workflow_coverage,
+        min_best_reward: args.min_best_reward,
+        max_tokens: args.max_tokens,
+        progress: !args.quiet,
+        ..PipelineConfig::default()
+    };
+    let inner: Option<Arc<dyn LlmBackend>> = match (&args.endpoint, args.replay_only) {
+        (_, true) => None,
+        (Some(endpoint), false) => Some(Arc::new(OpenAiBackend::new(OpenAiConfig {
+            endpoint: endpoint.clone(),
+            api_key: args.api_key_env.and_then(|var| std::env::var(var).ok()),
+            timeout: Duration::from_secs(300),
+            max_concurrency: config.concurrency.max(1) * 2,
+            ..OpenAiConfig::default()
+        })?)),
+        (None, false) => {
+            return Err(crate::Error::Config(
+                "--endpoint is required unless --replay-only".into(),
+            ));
+        }
+    };
+    let report = pipeline::run(&config, args.personas.as_deref(), inner)?;
+    let stages: Vec<_> = report
+        .stages
+        .iter()
+        .map(|s| {
+            json!({"stage": s.stage, "input": s.input, "kept": s.kept, "rejected": s.rejected,
+                   "processed": s.processed, "reasons": s.reasons})
+        })
+        .collect();
+    println!(
+        "{}",
+        json!({"stages": stages, "tasks": report.tasks, "out": config.out})
+    );
+    Ok(())
+}

@@ -1,0 +1,682 @@
+//! The SynthAgent LLM pipeline, offline: a scripted LLM answers every stage from the recorded
+//! answers in `tests/fixtures/synth/` (plays the teacher, the tool simulator and the user too),
+//! with one malformed answer per faulty persona. Checks the kept tasks run in the tool
+//! environment and score as expected, every fault is dropped with its reason, runs resume
+//! without asking again, and outputs are byte-identical across concurrency and offline replay.
+
+use rulegym::env::tool::{Protocol, ToolEnv, ToolEnvConfig, ToolWorld, openai_call, play_episode};
+use rulegym::env::tool_sim::{MappingConfig, MappingSimulator};
+use rulegym::env::tool_user::RuleUser;
+use rulegym::reward::rubric::{RubricScorer, ScoreConfig};
+use rulegym::synth::llm::{
+    ChatMessage, ChatRequest, ChatResponse, FunctionCall, LlmBackend, LlmError, ScriptedBackend,
+    ToolCall, assistant_text,
+};
+use rulegym::synth::pipeline::{
+    self, PipelineConfig, PipelineError, Reject, RejectReason, Stage, SynthItem,
+};
+use rulegym::synth::task::{ValidateOptions, load_tasks};
+use serde_json::{Value, json};
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+
+const DRAFT: &str = include_str!("../fixtures/synth/draft.txt");
+const TOOLS: &str = include_str!("../fixtures/synth/tools.txt");
+const REWRITE: &str = include_str!("../fixtures/synth/rewrite.txt");
+const RUBRIC: &str = include_str!("../fixtures/synth/rubric.txt");
+
+fn personas_fixture() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/synth/personas.txt")
+}
+
+/// Faulty personas (by bakery number): the stage that must drop them and the reason.
+const FAULTS: &[(usize, &str, RejectReason)] = &[
+    (3, "draft", RejectReason::TruncatedJson),
+    (4, "draft", RejectReason::MissingTag),
+    (5, "draft", RejectReason::ToolWithoutSchema),
+    (6, "draft", RejectReason::WorkflowSize),
+    (7, "draft", RejectReason::ForbiddenBehaviour),
+    (8, "draft", RejectReason::Truncated),
+    (9, "tools", RejectReason::OutputsNotSimulatable),
+    (10, "tools", RejectReason::DistractorCount),
+    (11, "tools", RejectReason::ForbiddenToolDropped),
+    (12, "tools", RejectReason::InvalidShape),
+    (13, "rewrite", RejectReason::InstructionNotOneSentence),
+    (14, "rewrite", RejectReason::InstructionLeaksSlot),
+    (15, "rewrite", RejectReason::InvalidSlots),
+    (16, "rollouts", RejectReason::RolloutsUnusable),
+    (17, "rubric", RejectReason::RuleRejected),
+    (18, "rubric", RejectReason::MissingTag),
+    (19, "rubric", RejectReason::WorkflowLink),
+    (20, "rubric", RejectReason::TruncatedJson),
+    (21, "filter", RejectReason::WorkflowUnexecuted),
+    (22, "filter", RejectReason::BestRolloutFails),
+];
+
+/// The JSON text inside `<tag>...</tag>`.
+fn body<'a>(answer: &'a str, tag: &str) -> &'a str {
+    let start = answer.find(&format!("<{tag}>")).unwrap() + tag.len() + 2;
+    let end = answer.find(&format!("</{tag}>")).unwrap();
+    &answer[start..end]
+}
+
+/// The answer with its JSON edited.
+fn edit(answer: &str, tag: &str, f: impl FnOnce(&mut Value)) -> String {
+    let mut v: Value = serde_json::from_str(body(answer, tag)).unwrap();
+    f(&mut v);
+    format!("<{tag}>\n{v}\n</{tag}>")
+}
+
+fn cut(answer: &str, tag: &str, bytes: usize) -> String {
+    format!("<{tag}>{}</{tag}>", &body(answer, tag)[..bytes])
+}
+
+/// The scripted LLM: answers by stage (recognised from the prompt), counts calls per stage, and
+/// can refuse stages or fail one (stage, bakery) with a transport error.
+#[derive(Default)]
+struct Script {
+    calls: Mutex<BTreeMap<String, u64>>,
+    refuse: Vec<&'static str>,
+    fail: Option<(&'static str, usize)>,
+}
+
+fn bakery(request: &ChatRequest) -> usize {
+    let text: String = request.messages.iter().map(|m| m.content_str()).collect();
+    text.match_indices("bakery ")
+        .filter_map(|(i, m)| {
+            let digits: String = text[i + m.len()..]
+                .chars()
+                .take_while(char::is_ascii_digit)
+                .collect();
+            digits.parse().ok()
+        })
+        .next()
+        .unwrap_or(usize::MAX)
+}
+
+fn stage_of(request: &ChatRequest) -> String {
+    let first = request.messages.first().map_or("", |m| m.content_str());
+    if let Some(rest) = first.strip_prefix("# rulegym synth: ") {
+        rest.split(' ').next().unwrap_or_default().to_owned()
+    } else if first.starts_with("You are a user talking") {
+        "user".into()
+    } else if first.starts_with("You simulate the tool") {
+        "sim".into()
+    } else {
+        "unknown".into()
+    }
+}
+
+fn tool_call_response(calls: Vec<ToolCall>) -> ChatResponse {
+    ChatResponse {
+        message: ChatMessage {
+            role: "assistant".into(),
+            content: None,
+            tool_calls: calls,
+            tool_call_id: None,
+        },
+        finish_reason: Some("tool_calls".into()),
+    }
+}
+
+impl Script {
+    fn calls(&self, stage: &str) -> u64 {
+        self.calls.lock().unwrap().get(stage).copied().unwrap_or(0)
+    }
+
+    fn answer(&self, request: &ChatRequest) -> Result<ChatResponse, LlmError> {
+        let stage = stage_of(request);
+        let n = bakery(request);
+        *self.calls.lock().unwrap().entry(stage.clone()).or_default() += 1;
+        if self.refuse.contains(&stage.as_str()) {
+            return Err(LlmError::Script(format!("stage {stage} must not be asked")));
+        }
+        if self.fail == Some((stage.as_str(), n)) {
+            return Err(LlmError::Transport("injected failure".into()));
+        }
+        let with_n = |s: &str| s.replace("{N}", &n.to_string());
+        let text = match (stage.as_str(), n) {
+            ("draft", 3) => cut(&with_n(DRAFT), "task", 150),
+            ("draft", 4) => body(&with_n(DRAFT), "task").to_owned(),
+            ("draft", 5) => edit(&with_n(DRAFT), "task", |v| {
+                v["tools"][2].as_object_mut().unwrap().remove("outputs");
+            }),
+            ("draft", 6) => edit(&with_n(DRAFT), "task", |v| {
+                v["workflow"].as_array_mut().unwrap().truncate(3);
+            }),
+            ("draft", 7) => edit(&with_n(DRAFT), "task", |v| {
+                v["forbidden"]["tool"] = json!("delete_all");
+            }),
+            ("draft", 8) => {
+                let mut r = assistant_text(&with_n(DRAFT)[..60]);
+                r.finish_reason = Some("length".into());
+                return Ok(r);
+            }
+            ("draft", _) => with_n(DRAFT),
+            ("tools", 9) => edit(TOOLS, "tools", |v| {
+                v["tools"][1]["outputs"]["properties"]["eta"] = json!({"type": "string"});
+            }),
+            ("tools", 10) => edit(TOOLS, "tools", |v| {
+                v["tools"].as_array_mut().unwrap().pop();
+            }),
+            ("tools", 11) => edit(TOOLS, "tools", |v| {
+                v["tools"].as_array_mut().unwrap().remove(1);
+                v["dropped"]
+                    .as_array_mut()
+                    .unwrap()
+                    .push(json!({"name": "place_order", "reason": "risky"}));
+            }),
+            ("tools", 12) => edit(TOOLS, "tools", |v| {
+                v["tools"][0].as_object_mut().unwrap().remove("kind");
+            }),
+            ("tools", _) => TOOLS.to_owned(),
+            ("rewrite", 13) => edit(&with_n(REWRITE), "rewrite", |v| {
+                v["instruction"] = json!(format!("Please order some flour. It is for bakery {n}."));
+            }),
+            ("rewrite", 14) => edit(&with_n(REWRITE), "rewrite", |v| {
+                v["instruction"] = json!(format!("Please order rye flour for bakery {n}."));
+            }),
+            ("rewrite", 15) => edit(&with_n(REWRITE), "rewrite", |v| {
+                v["slots"][0]["name"] = json!("Flour Type");
+            }),
+            ("rewrite", _) => with_n(REWRITE),
+            ("teacher", _) => return Ok(teacher(request, n == 16)),
+            ("user", _) => return Ok(user(request)),
+            ("sim", _) => return Ok(simulator(request)),
+            ("rubric", 17) => edit(RUBRIC, "rubric", |v| {
+                v["subgoals"][0]["rule"] = json!("revealed(product), halt");
+            }),
+            ("rubric", 18) => body(RUBRIC, "rubric").to_owned(),
+            ("rubric", 19) => edit(RUBRIC, "rubric", |v| {
+                v["subgoals"][2].as_object_mut().unwrap().remove("workflow");
+            }),
+            ("rubric", 20) => cut(RUBRIC, "rubric", 200),
+            ("rubric", 21) => edit(RUBRIC, "rubric", |v| {
+                for goal in v["subgoals"].as_array_mut().unwrap().iter_mut().skip(1) {
+                    goal["rule"] = json!("called(cancel_order)");
+                }
+            }),
+            ("rubric", 22) => edit(RUBRIC, "rubric", |v| {
+                v["forbidden"][2]["rule"] = json!("tool_call(Step, send_email, _)");
+            }),
+            ("rubric", _) => RUBRIC.to_owned(),
+            (other, _) => return Err(LlmError::Script(format!("unexpected request {other}"))),
+        };
+        Ok(assistant_text(&text))
+    }
+}
+
+/// The teacher: asks for the four details, searches, orders, emails, answers. `broken`: every
+/// tool call has truncated JSON arguments.
+fn teacher(request: &ChatRequest, broken: bool) -> ChatResponse {
+    let m = &request.messages;
+    let k = m.iter().filter(|m| m.role == "assistant").count();
+    let replies: Vec<String> = m
+        .iter()
+        .filter(|m| m.role == "user")
+        .skip(1)
+        .map(|m| m.content_str().trim().trim_end_matches('.').to_owned())
+        .collect();
+    let reply = |i: usize| replies.get(i).cloned().unwrap_or_default();
+    let call = |name: &str, args: Value| {
+        let mut c = openai_call(&format!("call{k}"), name, &args);
+        if broken {
+            c.function = FunctionCall {
+                name: name.into(),
+                arguments: "{\"product\": ".into(),
+            };
+        }
+        tool_call_response(vec![c])
+    };
+    match k {
+        0 => assistant_text("Which flour product do you need?"),
+        1 => assistant_text("What quantity do you need, in kg?"),
+        2 => assistant_text("On what date should it be delivered?"),
+        3 => assistant_text("Which email address should get the confirmation?"),
+        4 => call("search_catalog", json!({"product": reply(0)})),
+        5 => {
+            let found: Value = m
+                .iter()
+                .rev()
+                .find(|m| m.role == "tool")
+                .and_then(|t| serde_json::from_str(t.content_str()).ok())
+                .unwrap_or_default();
+            let kg: i64 = reply(1).parse().unwrap_or(0);
+            let sku = found["items"][0]["sku"].clone();
+            call(
+                "place_order",
+                json!({"sku": sku, "kg": kg, "date": reply(2)}),
+            )
+        }
+        6 => call(
+            "send_email",
+            json!({"to": reply(3), "body": "Your flour order is confirmed."}),
+        ),
+        _ => assistant_text(
+            "<answer>Ordered 40 kg of rye flour for 2025-03-14 and emailed the \
+             confirmation.</answer>",
+        ),
+    }
+}
+
+fn user(request: &ChatRequest) -> ChatResponse {
+    let question = request
+        .messages
+        .last()
+        .unwrap()
+        .content_str()
+        .to_lowercase();
+    let reply = if question.contains("flour") {
+        "Rye flour."
+    } else if question.contains("quantity") {
+        "40."
+    } else if question.contains("date") {
+        "2025-03-14."
+    } else if question.contains("email") {
+        "anna@bakery.example."
+    } else {
+        "I don't know."
+    };
+    assistant_text(reply)
+}
+
+fn simulator(request: &ChatRequest) -> ChatResponse {
+    let system = request.messages[0].content_str();
+    let tool = system.split('`').nth(1).unwrap_or_default();
+    let response = match tool {
+        "search_catalog" => json!({"items": [{"sku": "RYE-7", "price": 3}]}),
+        "place_order" => json!({"order_id": "ORD-1", "status": "confirmed"}),
+        "send_email" => json!({"sent": true}),
+        _ => json!({"cancelled": true}),
+    };
+    assistant_text(&response.to_string())
+}
+
+fn backend(script: &Arc<Script>) -> Arc<dyn LlmBackend> {
+    let script = script.clone();
+    Arc::new(ScriptedBackend::new(move |r| script.answer(r)))
+}
+
+fn config(root: &Path, cache: &str, concurrency: usize) -> PipelineConfig {
+    PipelineConfig {
+        out: root.join("out"),
+        cache: Some(root.join(cache)),
+        model: "teacher-model".into(),
+        concurrency,
+        progress: false,
+        ..PipelineConfig::default()
+    }
+}
+
+/// Every file under `dir` with its bytes (relative paths).
+fn tree(dir: &Path) -> BTreeMap<String, Vec<u8>> {
+    let mut out = BTreeMap::new();
+    let mut stack = vec![dir.to_owned()];
+    while let Some(d) = stack.pop() {
+        for entry in std::fs::read_dir(&d).unwrap() {
+            let path = entry.unwrap().path();
+            if path.is_dir() {
+                stack.push(path);
+            } else {
+                let rel = path.strip_prefix(dir).unwrap().display().to_string();
+                out.insert(rel, std::fs::read(&path).unwrap());
+            }
+        }
+    }
+    out
+}
+
+fn assert_same_tree(a: &Path, b: &Path) {
+    let (ta, tb) = (tree(a), tree(b));
+    assert_eq!(
+        ta.keys().collect::<Vec<_>>(),
+        tb.keys().collect::<Vec<_>>(),
+        "{} vs {}",
+        a.display(),
+        b.display()
+    );
+    for (name, bytes) in &ta {
+        assert!(bytes == &tb[name], "{name} differs");
+    }
+}
+
+fn read_jsonl<T: serde::de::DeserializeOwned>(path: &Path) -> Vec<T> {
+    std::fs::read_to_string(path)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+}
+
+fn id(n: usize) -> String {
+    format!("synth-{n:05}")
+}
+
+#[test]
+fn clean_personas_become_tasks_that_run_and_every_fault_is_dropped_with_its_reason() {
+    let dir = tempfile::tempdir().unwrap();
+    let script = Arc::new(Script::default());
+    let config = config(dir.path(), "cache", 4);
+    let report = pipeline::run(&config, Some(&personas_fixture()), Some(backend(&script))).unwrap();
+    assert_eq!(report.tasks, Some(3), "{report:#?}");
+    let out = &config.out;
+
+    // Every faulty persona is dropped by the right stage, with the right reason; nothing else.
+    let mut rejected = BTreeMap::new();
+    for stage in Stage::ALL {
+        let rejects: Vec<Reject> = read_jsonl(&out.join(format!("{}.rejects.jsonl", stage.name())));
+        for r in rejects {
+            assert_eq!(r.stage, stage.name());
+            assert_eq!(r.version, stage.version());
+            assert!(!r.detail.is_empty());
+            rejected.insert(r.id.clone(), (r.stage.clone(), r.reason));
+        }
+    }
+    let expected: BTreeMap<String, (String, RejectReason)> = FAULTS
+        .iter()
+        .map(|&(n, stage, reason)| (id(n), (stage.to_owned(), reason)))
+        .collect();
+    assert_eq!(rejected, expected);
+    let rubric_rejects: Vec<Reject> = read_jsonl(&out.join("rubric.rejects.jsonl"));
+    let halt = rubric_rejects.iter().find(|r| r.id == id(17)).unwrap();
+    assert!(
+        halt.detail.contains("halt/0 is not allowed"),
+        "{}",
+        halt.detail
+    );
+    assert!(halt.answer.as_deref().unwrap().contains("halt"));
+
+    // The kept tasks validate, carry the versions of every stage, and the teacher passed them.
+    let tasks = load_tasks(&out.join("tasks.jsonl"), ValidateOptions::default()).unwrap();
+    let ids: Vec<&str> = tasks.iter().map(|t| t.id.as_str()).collect();
+    assert_eq!(ids, [id(0), id(1), id(2)]);
+    let kept: Vec<SynthItem> = read_jsonl(&out.join("filter.jsonl"));
+    for item in &kept {
+        assert_eq!(
+            item.versions,
+            [
+                "draft.v1",
+                "tools.v1",
+                "rewrite.v1",
+                "teacher.v1",
+                "rubric.v1",
+                "filter.v1"
+            ]
+        );
+        let verdict = item.verdict.as_ref().unwrap();
+        assert_eq!(verdict.rewards, [1.0, 1.0]);
+        assert_eq!(verdict.mean_coverage, 1.0);
+        assert_eq!(item.distractors, ["cancel_order"]);
+        assert_eq!(item.dropped[0].name, "compute_total");
+    }
+    let task = &tasks[0];
+    assert_eq!(task.instruction, "Please order some flour for bakery 0.");
+    assert_eq!(task.hidden_context.slots.len(), 4);
+    assert_eq!(task.tools.len(), 4);
+    assert_eq!(task.rubric.subgoals.len(), 6);
+    let manifest: Value =
+        serde_json::from_slice(&std::fs::read(out.join("manifest.json")).unwrap()).unwrap();
+    assert_eq!(manifest["prompts"][4]["version"], "rubric.v1");
+    assert_eq!(manifest["tasks"], 3);
+
+    // The environment accepts the task: replaying the teacher's best rollout against the
+    // teacher's mapping (no LLM) and the rule-based user scores 1.
+    let world = Arc::new(ToolWorld::new(task.clone(), ValidateOptions::default()).unwrap());
+    let scorer = Arc::new(RubricScorer::new(ScoreConfig::default()).unwrap());
+    let mapping_path = out.join("mappings").join(format!("{}.json", task.id));
+    let mapping = || {
+        Arc::new(
+            MappingSimulator::new(
+                &task.id,
+                Some(mapping_path.clone()),
+                None,
+                MappingConfig::default(),
+            )
+            .unwrap(),
+        )
+    };
+    assert_eq!(mapping().len(), 3);
+    let best = &kept[0].rollouts[kept[0].verdict.as_ref().unwrap().best];
+    let turns: Vec<ChatMessage> = best
+        .messages
+        .iter()
+        .filter(|m| m.role == "assistant")
+        .cloned()
+        .collect();
+    let next = Arc::new(Mutex::new(0usize));
+    let agent = ScriptedBackend::new(move |_| {
+        let mut i = next.lock().unwrap();
+        *i += 1;
+        Ok(ChatResponse {
+            message: turns[*i - 1].clone(),
+            finish_reason: None,
+        })
+    });
+    let env_config = ToolEnvConfig {
+        max_turns: 16,
+        protocol: Protocol::OpenAi,
+    };
+    let mut env = ToolEnv::new(
+        world.clone(),
+        Some(mapping()),
+        Box::new(RuleUser::new(task)),
+        scorer.clone(),
+        env_config.clone(),
+    );
+    let episode = play_episode(&mut env, &agent, "replay", None, None).unwrap();
+    assert_eq!(episode.reward, 1.0, "{:#?}", episode.result);
+
+    // An agent that orders 80 kg at once breaks two forbidden rules and scores 0.
+    let greedy = ScriptedBackend::new(|r: &ChatRequest| {
+        let k = r.messages.iter().filter(|m| m.role == "assistant").count();
+        Ok(if k == 0 {
+            let args = json!({"sku": "RYE-7", "kg": 80, "date": "2025-03-14"});
+            tool_call_response(vec![openai_call("c0", "place_order", &args)])
+        } else {
+            assistant_text("<answer>Ordered.</answer>")
+        })
+    });
+    let mut env = ToolEnv::new(
+        world,
+        Some(mapping()),
+        Box::new(RuleUser::new(task)),
+        scorer,
+        env_config,
+    );
+    let episode = play_episode(&mut env, &greedy, "greedy", None, None).unwrap();
+    assert_eq!(episode.reward, 0.0);
+    let violated: Vec<&str> = episode
+        .result
+        .items
+        .iter()
+        .filter(|i| i.id.starts_with("no_") && i.step.is_some())
+        .map(|i| i.id.as_str())
+        .collect();
+    assert_eq!(violated, ["no_surplus", "no_assumed_details"]);
+}
+
+#[test]
+fn outputs_are_identical_across_concurrency_and_in_offline_replay() {
+    let root = tempfile::tempdir().unwrap();
+    let (a, b, c) = (
+        root.path().join("a"),
+        root.path().join("b"),
+        root.path().join("c"),
+    );
+    let personas = personas_fixture();
+    let one = Arc::new(Script::default());
+    pipeline::run(
+        &config(&a, "cache", 1),
+        Some(&personas),
+        Some(backend(&one)),
+    )
+    .unwrap();
+    let four = Arc::new(Script::default());
+    pipeline::run(
+        &config(&b, "cache", 4),
+        Some(&personas),
+        Some(backend(&four)),
+    )
+    .unwrap();
+    assert_same_tree(&a.join("out"), &b.join("out"));
+    assert_same_tree(&a.join("cache"), &b.join("cache"));
+    assert_eq!(
+        one.calls.lock().unwrap().clone(),
+        four.calls.lock().unwrap().clone()
+    );
+
+    // Replay-only from a's cache, no backend at all: the same bytes.
+    let replay = PipelineConfig {
+        cache: Some(a.join("cache")),
+        replay_only: true,
+        ..config(&c, "unused", 3)
+    };
+    pipeline::run(&replay, Some(&personas), None).unwrap();
+    assert_same_tree(&a.join("out"), &c.join("out"));
+    assert!(!c.join("unused").exists());
+}
+
+#[test]
+fn a_killed_run_resumes_without_asking_again_for_finished_items() {
+    let root = tempfile::tempdir().unwrap();
+    let personas = root.path().join("personas.txt");
+    let lines: Vec<String> = [0, 1, 2, 3, 9, 13, 16, 21]
+        .iter()
+        .map(|n| format!("Owner of bakery {n}, a small family business that bakes rye bread"))
+        .collect();
+    std::fs::write(&personas, lines.join("\n") + "\n").unwrap();
+    let reference = root.path().join("reference");
+    let clean = Arc::new(Script::default());
+    pipeline::run(
+        &config(&reference, "cache", 2),
+        Some(&personas),
+        Some(backend(&clean)),
+    )
+    .unwrap();
+
+    // First run: stops after the tools stage, where bakery 1's request failed.
+    let run = root.path().join("run");
+    let failing = Arc::new(Script {
+        fail: Some(("tools", 1)),
+        ..Script::default()
+    });
+    let first = PipelineConfig {
+        stages: vec![Stage::Draft, Stage::Tools, Stage::Rewrite],
+        ..config(&run, "cache1", 2)
+    };
+    let err = pipeline::run(&first, Some(&personas), Some(backend(&failing))).unwrap_err();
+    assert!(
+        matches!(&err, PipelineError::ItemsFailed { stage: "tools", count: 1, first } if first.contains("injected")),
+        "{err}"
+    );
+    assert!(!run.join("out/rewrite.jsonl").exists());
+    // ... and its last write was cut short.
+    let tools = run.join("out/tools.jsonl");
+    let bytes = std::fs::read(&tools).unwrap();
+    std::fs::write(&tools, &bytes[..bytes.len() - 40]).unwrap();
+
+    // The rerun (new, empty cache) asks nothing of the draft stage, redoes only bakery 1 and the
+    // cut line in the tools stage, and ends with the reference's bytes.
+    let second = Arc::new(Script {
+        refuse: vec!["draft"],
+        ..Script::default()
+    });
+    pipeline::run(
+        &config(&run, "cache2", 3),
+        Some(&personas),
+        Some(backend(&second)),
+    )
+    .unwrap();
+    assert_eq!(second.calls("draft"), 0);
+    assert_eq!(second.calls("tools"), 2);
+    assert_eq!(second.calls("rewrite"), clean.calls("rewrite"));
+    assert_same_tree(&reference.join("out"), &run.join("out"));
+
+    // A third run has nothing left to do: no request at all, same bytes.
+    let idle = Arc::new(Script {
+        refuse: vec![
+            "draft", "tools", "rewrite", "teacher", "user", "sim", "rubric",
+        ],
+        ..Script::default()
+    });
+    pipeline::run(
+        &config(&run, "cache3", 1),
+        Some(&personas),
+        Some(backend(&idle)),
+    )
+    .unwrap();
+    assert!(idle.calls.lock().unwrap().is_empty());
+    assert_same_tree(&reference.join("out"), &run.join("out"));
+}
+
+#[test]
+fn bad_configs_and_missing_inputs_are_errors_not_rejects() {
+    let root = tempfile::tempdir().unwrap();
+    let personas = personas_fixture();
+    let base = config(root.path(), "cache", 1);
+    for bad in [
+        PipelineConfig {
+            concurrency: 0,
+            ..base.clone()
+        },
+        PipelineConfig {
+            rollouts: 1,
+            ..base.clone()
+        },
+        PipelineConfig {
+            stages: vec![Stage::Tools, Stage::Draft],
+            ..base.clone()
+        },
+        PipelineConfig {
+            min_workflow_coverage: f64::NAN,
+            ..base.clone()
+        },
+    ] {
+        let err = pipeline::run(&bad, Some(&personas), None).unwrap_err();
+        assert!(matches!(err, PipelineError::Config(_)), "{err}");
+    }
+    // The draft stage needs personas; a later stage needs the previous stage's file.
+    let err = pipeline::run(
+        &PipelineConfig {
+            replay_only: true,
+            ..base.clone()
+        },
+        None,
+        None,
+    );
+    assert!(matches!(
+        err,
+        Err(PipelineError::Input { stage: "draft", .. })
+    ));
+    let rubric_only = PipelineConfig {
+        stages: vec![Stage::Rubric],
+        replay_only: true,
+        ..base.clone()
+    };
+    let err = pipeline::run(&rubric_only, None, None).unwrap_err();
+    assert!(
+        matches!(
+            err,
+            PipelineError::Input {
+                stage: "rubric",
+                ..
+            }
+        ),
+        "{err}"
+    );
+    // Replay-only with an empty cache: every item fails, none is recorded as rejected or done.
+    let replay = PipelineConfig {
+        replay_only: true,
+        stages: vec![Stage::Draft],
+        ..base
+    };
+    let err = pipeline::run(&replay, Some(&personas), None).unwrap_err();
+    assert!(
+        matches!(&err, PipelineError::ItemsFailed { stage: "draft", count: 23, first } if first.contains("replay")),
+        "{err}"
+    );
+    let out = root.path().join("out");
+    assert_eq!(std::fs::read(out.join("draft.jsonl")).unwrap(), b"");
+    assert_eq!(std::fs::read(out.join("draft.rejects.jsonl")).unwrap(), b"");
+}
