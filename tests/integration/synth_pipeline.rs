@@ -680,3 +680,37 @@ fn bad_configs_and_missing_inputs_are_errors_not_rejects() {
     assert_eq!(std::fs::read(out.join("draft.jsonl")).unwrap(), b"");
     assert_eq!(std::fs::read(out.join("draft.rejects.jsonl")).unwrap(), b"");
 }
+
+#[test]
+fn cli_replays_a_recorded_run_offline() {
+    let root = tempfile::tempdir().unwrap();
+    let personas = personas_fixture();
+    let recorded = config(&root.path().join("lib"), "cache", 2);
+    let script = Arc::new(Script::default());
+    pipeline::run(&recorded, Some(&personas), Some(backend(&script))).unwrap();
+    let out = root.path().join("cli");
+    let o = std::process::Command::new(env!("CARGO_BIN_EXE_rulegym"))
+        .args(["synth", "--model", "teacher-model", "--replay-only", "-q"])
+        .args(["--stages", "draft,tools,rewrite,rollouts,rubric,filter"])
+        .arg("--personas")
+        .arg(&personas)
+        .arg("--cache")
+        .arg(recorded.cache_dir())
+        .arg("--out")
+        .arg(&out)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let summary: Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(summary["tasks"], 3);
+    assert_eq!(summary["stages"][0]["reasons"]["missing_tag"], 1);
+    assert_same_tree(&recorded.out, &out);
+    // Without an endpoint and without --replay-only, the CLI refuses to start.
+    let o = std::process::Command::new(env!("CARGO_BIN_EXE_rulegym"))
+        .args(["synth", "--model", "m", "--out"])
+        .arg(root.path().join("none"))
+        .output()
+        .unwrap();
+    assert!(!o.status.success());
+    assert!(String::from_utf8_lossy(&o.stderr).contains("--endpoint is required"));
+}
