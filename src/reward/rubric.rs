@@ -21,7 +21,8 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value as Json;
 use sha2::{Digest, Sha256};
 use std::collections::BTreeSet;
-use std::sync::Mutex;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 
 /// The helper library, embedded at compile time.
 pub const RUBRIC_PL: &str = include_str!("../../prolog/rubric.pl");
@@ -576,6 +577,11 @@ pub struct ScoreConfig {
     pub item_inferences: u64,
     /// How items combine into a reward.
     pub variant: RewardVariant,
+    /// Distinct rubrics one engine holds before the scorer replaces it with a fresh one (values
+    /// below 1 count as 1). scryer keeps the memory of consulted clauses even when they are
+    /// reconsulted or abolished (~40 KB per generated task's rubric), so only a new machine
+    /// gives it back; this bounds a scorer's memory at roughly `max_rubrics` rubrics.
+    pub max_rubrics: usize,
 }
 
 impl Default for ScoreConfig {
@@ -583,27 +589,46 @@ impl Default for ScoreConfig {
         ScoreConfig {
             item_inferences: 200_000,
             variant: RewardVariant::Paper,
+            max_rubrics: 1024,
         }
     }
 }
 
-/// A warm engine with `prolog/rubric.pl` loaded; rubrics are consulted on first use. `Sync`:
-/// share one per thread or one behind an `Arc` (queries on one engine are serialised).
+/// One engine and the rubrics consulted into it.
+struct Generation {
+    engine: Arc<Engine>,
+    loaded: BTreeSet<String>,
+}
+
+impl Generation {
+    fn start() -> Result<Self, RubricError> {
+        let engine = Engine::new()?;
+        engine.consult("rubric", RUBRIC_PL)?;
+        Ok(Generation {
+            engine: Arc::new(engine),
+            loaded: BTreeSet::new(),
+        })
+    }
+}
+
+/// A warm engine with `prolog/rubric.pl` loaded; rubrics are consulted on first use and stay
+/// loaded (scoring a task again costs no consult) until [`ScoreConfig::max_rubrics`] distinct
+/// rubrics are in the engine: the next new rubric then goes into a fresh engine and the old one
+/// is dropped (its memory returns; queries still running on it finish first). `Sync`: share one
+/// per thread or one behind an `Arc` (queries on one engine are serialised).
 pub struct RubricScorer {
-    engine: Engine,
-    loaded: Mutex<BTreeSet<String>>,
+    current: Mutex<Generation>,
     config: ScoreConfig,
+    engines: AtomicU64,
 }
 
 impl RubricScorer {
     /// Starts an engine and loads the helpers. Cost: ~0.2-0.5 s.
     pub fn new(config: ScoreConfig) -> Result<Self, RubricError> {
-        let engine = Engine::new()?;
-        engine.consult("rubric", RUBRIC_PL)?;
         Ok(RubricScorer {
-            engine,
-            loaded: Mutex::new(BTreeSet::new()),
+            current: Mutex::new(Generation::start()?),
             config,
+            engines: AtomicU64::new(1),
         })
     }
 
@@ -612,17 +637,80 @@ impl RubricScorer {
         self.config
     }
 
-    /// Consults a compiled rubric if this engine has not seen it yet.
+    /// Consults a compiled rubric if the current engine has not seen it yet.
     pub fn load(&self, program: &RubricProgram) -> Result<(), RubricError> {
-        let mut loaded = self.loaded.lock().unwrap_or_else(|e| e.into_inner());
-        if !loaded.contains(&program.predicate) {
+        self.engine_with(program).map(drop)
+    }
+
+    /// The current engine, with `program` consulted into it (into a fresh engine when the
+    /// current one holds `max_rubrics` others).
+    fn engine_with(&self, program: &RubricProgram) -> Result<Arc<Engine>, RubricError> {
+        let mut current = self.current.lock().unwrap_or_else(|e| e.into_inner());
+        if !current.loaded.contains(&program.predicate) {
+            if current.loaded.len() >= self.config.max_rubrics.max(1) {
+                *current = Generation::start()?;
+                self.engines.fetch_add(1, Ordering::Relaxed);
+            }
             if !program.source.is_empty() {
-                self.engine
+                current
+                    .engine
                     .consult(&format!("rubric_{}", program.predicate), &program.source)?;
             }
-            loaded.insert(program.predicate.clone());
+            current.loaded.insert(program.predicate.clone());
         }
-        Ok(())
+        Ok(current.engine.clone())
+    }
+
+    /// Rubrics consulted into the current engine (at most [`ScoreConfig::max_rubrics`]).
+    pub fn loaded_rubrics(&self) -> usize {
+        let current = self.current.lock().unwrap_or_else(|e| e.into_inner());
+        current.loaded.len()
+    }
+
+    /// Engines started so far (1 + the number of replacements).
+    pub fn engines_started(&self) -> u64 {
+        self.engines.load(Ordering::Relaxed)
+    }
+
+    /// Rubric predicates the current engine defines (`rg_item_*`, counted by the engine):
+    /// what [`RubricScorer::loaded_rubrics`] claims, checked on the Prolog side.
+    pub fn engine_rubric_predicates(&self) -> Result<usize, RubricError> {
+        let engine = self
+            .current
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .engine
+            .clone();
+        let var = |name: &str| Var::new(name).expect("valid");
+        let (p, ps, n, rest) = (var("P"), var("Ps"), var("N"), var("Rest"));
+        // findall(P, (current_predicate(P/3), atom_concat(rg_item_, _, P)), Ps), length(Ps, N)
+        let found = Term::compound(
+            ",",
+            [
+                Term::compound(
+                    "current_predicate",
+                    [Term::compound("/", [Term::var(&p), Term::Int(3)])],
+                ),
+                Term::compound(
+                    "atom_concat",
+                    [Term::atom("rg_item_"), Term::var(&rest), Term::var(&p)],
+                ),
+            ],
+        );
+        let goal = Term::compound(
+            ",",
+            [
+                Term::compound("findall", [Term::var(&p), found, Term::var(&ps)]),
+                Term::compound("length", [Term::var(&ps), Term::var(&n)]),
+            ],
+        );
+        let rows = engine.query(&goal, &[n])?;
+        match rows.first().and_then(|r| r.first()).and_then(Value::as_int) {
+            Some(count) => Ok(count as usize),
+            None => Err(RubricError::Decode(format!(
+                "rubric predicate count: {rows:?}"
+            ))),
+        }
     }
 
     /// Evaluates every item on `trajectory` and combines the reward.
@@ -633,7 +721,7 @@ impl RubricScorer {
         trajectory: &Trajectory,
         judge: Option<&dyn ItemJudge>,
     ) -> Result<RubricResult, RubricError> {
-        self.load(program)?;
+        let engine = self.engine_with(program)?;
         let indices: Vec<Term> = program
             .items
             .iter()
@@ -646,12 +734,12 @@ impl RubricScorer {
             let per_item = self.config.item_inferences.min(i64::MAX as u64 / 1024);
             let budget = per_item * indices.len() as u64;
             let facts = program.facts_term(trajectory);
-            match self.run(program, "rg_score", &indices, budget, facts)? {
+            match self.run(&engine, program, "rg_score", &indices, budget, facts)? {
                 Some(items) => items,
                 None => {
                     // The shared budget ran out: find the item with per-item budgets.
                     let facts = program.facts_term(trajectory);
-                    match self.run(program, "rg_score_each", &indices, per_item, facts)? {
+                    match self.run(&engine, program, "rg_score_each", &indices, per_item, facts)? {
                         Some(items) => items,
                         None => return Err(RubricError::Decode("no results".into())),
                     }
@@ -704,6 +792,7 @@ impl RubricScorer {
     /// `limit` (the shared budget ran out).
     fn run(
         &self,
+        engine: &Engine,
         program: &RubricProgram,
         entry: &str,
         indices: &[Term],
@@ -725,7 +814,7 @@ impl RubricScorer {
             inferences: None,
             max_solutions: 1,
         };
-        let rows = self.engine.query_with(&goal, &[results], limits)?;
+        let rows = engine.query_with(&goal, &[results], limits)?;
         match rows.into_iter().next().and_then(|mut r| r.pop()) {
             Some(Value::List(items)) => Ok(Some(items)),
             Some(Value::Atom(a)) if a == "limit" && entry == "rg_score" => Ok(None),
