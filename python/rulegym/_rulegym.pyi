@@ -47,7 +47,7 @@ class SearchEnv:
 class RubricScorer:
     """Scores tool-use trajectories against a task's executable rubric (one warm engine)."""
 
-    def __init__(self, variant: str = "paper", item_inferences: int = 200000) -> None: ...
+    def __init__(self, variant: str = "paper", item_inferences: int = 200000, max_rubrics: int = 1024) -> None: ...
     def score(self, task: Union[Dict[str, Any], str], trajectory: Dict[str, Any]) -> Dict[str, Any]:
         """``{"reward", "variant", "forbidden_violated", "subgoal_fraction",
         "interaction_fraction", "items"}``."""
@@ -72,6 +72,11 @@ class ToolEnv:
     def request_tools(self) -> List[Dict[str, Any]]: ...
     def result(self) -> Optional[Dict[str, Any]]:
         """The rubric result once the episode is over."""
+    def score(self) -> Dict[str, Any]:
+        """The rubric result of the trajectory so far (the final one once the episode is over)."""
+    @property
+    def done(self) -> bool:
+        """Whether the episode is over."""
 
 def generate_universe(config: Optional[Dict[str, Any]] = None) -> Dict[str, Any]:
     """``{"config", "people", "articles", "facts"}`` of a generated universe."""

@@ -608,10 +608,16 @@ struct RubricScorer {
 #[pymethods]
 impl RubricScorer {
     /// `variant`: `paper` (default), `peer-weighted` or `peer-strict`; `item_inferences`: the
-    /// inference limit per rubric item.
+    /// inference limit per rubric item; `max_rubrics`: distinct task rubrics one engine holds
+    /// before the scorer swaps in a fresh engine (bounds memory; scryer never frees clauses).
     #[new]
-    #[pyo3(signature = (variant="paper", item_inferences=200_000))]
-    fn new(py: Python<'_>, variant: &str, item_inferences: u64) -> PyResult<Self> {
+    #[pyo3(signature = (variant="paper", item_inferences=200_000, max_rubrics=1024))]
+    fn new(
+        py: Python<'_>,
+        variant: &str,
+        item_inferences: u64,
+        max_rubrics: usize,
+    ) -> PyResult<Self> {
         use rulegym::reward::rubric::{RewardVariant, ScoreConfig};
         let variant: RewardVariant =
             serde_json::from_value(serde_json::json!(variant)).map_err(|_| {
@@ -622,6 +628,7 @@ impl RubricScorer {
         let config = ScoreConfig {
             item_inferences,
             variant,
+            max_rubrics,
         };
         let inner = py
             .allow_threads(|| rulegym::reward::rubric::RubricScorer::new(config))
@@ -680,6 +687,8 @@ fn json_text(py: Python<'_>, obj: &Bound<'_, PyAny>) -> PyResult<String> {
 #[pyclass(frozen, module = "rulegym._rulegym")]
 struct ToolEnv {
     inner: Mutex<rulegym::env::tool::ToolEnv>,
+    world: Arc<rulegym::env::tool::ToolWorld>,
+    scorer: Arc<rulegym::reward::rubric::RubricScorer>,
 }
 
 #[pymethods]
@@ -735,7 +744,7 @@ impl ToolEnv {
         };
         let user = Box::new(rulegym::env::tool_user::RuleUser::new(&world.task));
         let env = rulegym::env::tool::ToolEnv::new(
-            world,
+            world.clone(),
             mapping,
             user,
             scorer.inner.clone(),
@@ -746,6 +755,8 @@ impl ToolEnv {
         );
         Ok(ToolEnv {
             inner: Mutex::new(env),
+            world,
+            scorer: scorer.inner.clone(),
         })
     }
 
@@ -798,6 +809,30 @@ impl ToolEnv {
     fn result<'py>(&self, py: Python<'py>) -> PyResult<Option<Bound<'py, PyAny>>> {
         let env = self.inner.lock().expect("not poisoned");
         env.result().map(|r| to_py(py, r)).transpose()
+    }
+
+    /// The rubric result of the trajectory so far (the final result once the episode is over):
+    /// what the reward would be if the episode ended now. The GIL is released while it scores.
+    fn score<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        let result = py
+            .allow_threads(|| -> rulegym::Result<_> {
+                let env = self.inner.lock().expect("not poisoned");
+                if let Some(result) = env.result() {
+                    return Ok(result.clone());
+                }
+                let trajectory = env.trajectory();
+                drop(env);
+                let (task, program) = (&self.world.task, &self.world.program);
+                Ok(self.scorer.score(task, program, &trajectory, None)?)
+            })
+            .map_err(err)?;
+        to_py(py, &result)
+    }
+
+    /// Whether the episode is over.
+    #[getter]
+    fn done(&self) -> bool {
+        self.inner.lock().expect("not poisoned").is_done()
     }
 }
 

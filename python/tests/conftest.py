@@ -43,8 +43,15 @@ def dataset(tmp_path_factory):
 
 @pytest.fixture(scope="session")
 def cli():
-    """Path of the `rulegym` binary (RULEGYM_BIN, else target/release/rulegym)."""
-    candidates = [os.environ.get("RULEGYM_BIN"), REPO / "target" / "release" / "rulegym", shutil.which("rulegym")]
+    """Path of the `rulegym` binary (RULEGYM_BIN, else $CARGO_TARGET_DIR/release/rulegym, else
+    target/release/rulegym)."""
+    target_dir = os.environ.get("CARGO_TARGET_DIR")
+    candidates = [
+        os.environ.get("RULEGYM_BIN"),
+        Path(target_dir) / "release" / "rulegym" if target_dir else None,
+        REPO / "target" / "release" / "rulegym",
+        shutil.which("rulegym"),
+    ]
     for c in candidates:
         if c and Path(c).is_file() and os.access(c, os.X_OK):
             return str(c)

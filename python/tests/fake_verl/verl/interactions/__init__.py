@@ -1,0 +1,1 @@
+"""STAND-IN for verl.interactions (test-only)."""

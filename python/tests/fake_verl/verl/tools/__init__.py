@@ -1,0 +1,1 @@
+"""STAND-IN for verl.tools (test-only)."""
