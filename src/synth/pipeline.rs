@@ -288,12 +288,7 @@ impl PipelineConfig {
         if self.model.trim().is_empty() {
             return bad("model must not be empty".into());
         }
-        let probe = format!("{}0", self.id_prefix);
-        if !probe
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '.' | ':' | '-'))
-            || probe.len() > 100
-        {
+        if !valid_item_id(&format!("{}00000", self.id_prefix)) || self.id_prefix.len() > 99 {
             return bad(format!(
                 "id prefix {:?} must be [A-Za-z0-9_.:-], at most 99 characters",
                 self.id_prefix
@@ -515,6 +510,14 @@ fn stage_input(
     store::read_items(&path)
 }
 
+/// Whether `id` can be a task id: 1-128 characters of `[A-Za-z0-9_.:-]`.
+fn valid_item_id(id: &str) -> bool {
+    (1..=128).contains(&id.len())
+        && id
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '.' | ':' | '-'))
+}
+
 /// Reads personas: one per non-empty line, either plain text or a JSON object
 /// `{"persona": "...", "id": "..."}` (`id` optional). Item ids are `<prefix><index>` (5 digits,
 /// 0-based over the personas) unless given.
@@ -549,11 +552,7 @@ pub fn read_personas(path: &Path, prefix: &str) -> Result<Vec<SynthItem>> {
             (line.to_owned(), None)
         };
         let id = id.unwrap_or_else(|| format!("{prefix}{:05}", items.len()));
-        let valid = (1..=128).contains(&id.len())
-            && id
-                .chars()
-                .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '.' | ':' | '-'));
-        if !valid {
+        if !valid_item_id(&id) {
             return Err(corrupt(format!(
                 "id {id:?} must be 1-128 of [A-Za-z0-9_.:-]"
             )));

@@ -110,17 +110,7 @@ fn check(item: &SynthItem, a: Answer) -> Result<SynthItem, Box<Reject>> {
     let mut categories = BTreeSet::new();
     let mut tools = Vec::new();
     for t in a.tools {
-        check_name(&t.name, &mut names)?;
-        let (Some(parameters), Some(outputs)) = (t.parameters, t.outputs) else {
-            return reject(
-                RejectReason::ToolWithoutSchema,
-                format!(
-                    "tool {} needs both a parameters and an outputs schema",
-                    t.name
-                ),
-            );
-        };
-        check_schemas(&t.name, &parameters, &outputs)?;
+        let (parameters, outputs) = check_tool(&t.name, t.parameters, t.outputs, &mut names)?;
         let category = t.category.trim().to_lowercase();
         if category.is_empty() || !categories.insert(category.clone()) {
             return reject(
@@ -161,8 +151,27 @@ fn check(item: &SynthItem, a: Answer) -> Result<SynthItem, Box<Reject>> {
     })
 }
 
+/// Checks one tool of an answer: a new valid name ([`check_name`]) and both schemas
+/// ([`check_schemas`]); returns the schemas.
+pub(super) fn check_tool(
+    name: &str,
+    parameters: Option<Value>,
+    outputs: Option<Value>,
+    names: &mut BTreeSet<String>,
+) -> Result<(Value, Value), Box<Reject>> {
+    check_name(name, names)?;
+    let (Some(parameters), Some(outputs)) = (parameters, outputs) else {
+        return Err(Reject::new(
+            RejectReason::ToolWithoutSchema,
+            format!("tool {name} needs both a parameters and an outputs schema"),
+        ));
+    };
+    check_schemas(name, &parameters, &outputs)?;
+    Ok((parameters, outputs))
+}
+
 /// A tool name must be a Prolog-safe identifier (rubric rules name tools as atoms), unique.
-pub(super) fn check_name(name: &str, names: &mut BTreeSet<String>) -> Result<(), Box<Reject>> {
+fn check_name(name: &str, names: &mut BTreeSet<String>) -> Result<(), Box<Reject>> {
     if !valid_ident(name) {
         return Err(Reject::new(
             RejectReason::InvalidToolName,
@@ -179,11 +188,7 @@ pub(super) fn check_name(name: &str, names: &mut BTreeSet<String>) -> Result<(),
 }
 
 /// Both schemas compile; `parameters` is an object schema.
-pub(super) fn check_schemas(
-    name: &str,
-    parameters: &Value,
-    outputs: &Value,
-) -> Result<(), Box<Reject>> {
+fn check_schemas(name: &str, parameters: &Value, outputs: &Value) -> Result<(), Box<Reject>> {
     let bad = |what: &str, why: String| {
         Err(Reject::new(
             RejectReason::InvalidToolSchema,

@@ -3,7 +3,7 @@
 //! and adds 1-2 plausible distractor tools. Every draft tool must be kept or dropped with a
 //! reason; the tool of the forbidden behaviour must stay.
 
-use super::draft::{check_name, check_schemas};
+use super::draft::check_tool;
 use super::parse::{Reject, RejectReason, answer};
 use super::prompt::{TOOLS, ask};
 use super::{Ctx, ItemError, Outcome, Stage, SynthItem, json_line, missing, numbered};
@@ -82,17 +82,7 @@ fn check(item: &SynthItem, forbidden_tool: &str, a: Answer) -> Result<SynthItem,
     let mut kept = BTreeSet::new();
     let mut distractors = Vec::new();
     for t in a.tools {
-        check_name(&t.name, &mut names)?;
-        let (Some(parameters), Some(outputs)) = (t.parameters, t.outputs) else {
-            return reject(
-                RejectReason::ToolWithoutSchema,
-                format!(
-                    "tool {} needs both a parameters and an outputs schema",
-                    t.name
-                ),
-            );
-        };
-        check_schemas(&t.name, &parameters, &outputs)?;
+        let (parameters, outputs) = check_tool(&t.name, t.parameters, t.outputs, &mut names)?;
         let fields = outputs
             .get("properties")
             .and_then(Value::as_object)
