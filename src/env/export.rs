@@ -200,7 +200,7 @@ pub(super) enum Column {
     },
 }
 
-pub(super) fn list_column<'a, I: IntoIterator<Item = &'a str>>(
+fn list_column<'a, I: IntoIterator<Item = &'a str>>(
     per_row: impl Iterator<Item = I>,
 ) -> Column {
     let (mut values, mut def, mut rep) = (Vec::new(), Vec::new(), Vec::new());
@@ -217,6 +217,16 @@ pub(super) fn list_column<'a, I: IntoIterator<Item = &'a str>>(
         }
     }
     Column::List { values, def, rep }
+}
+
+/// The two leaf columns of `prompt` (roles, then contents) of these rows' prompts.
+pub(super) fn prompt_columns<'a>(
+    prompts: impl Iterator<Item = &'a [Message]> + Clone,
+) -> [Column; 2] {
+    [
+        list_column(prompts.clone().map(|p| p.iter().map(|m| m.role.as_str()))),
+        list_column(prompts.map(|p| p.iter().map(|m| m.content.as_str()))),
+    ]
 }
 
 pub(super) fn str_column<'a>(per_row: impl Iterator<Item = &'a str>) -> Column {
@@ -277,16 +287,11 @@ fn columns(rows: &[ExportRow], options: &ExportOptions) -> Vec<Column> {
         ExportFormat::Verl => (&options.ability, "rule"),
         ExportFormat::Skyrl => (&options.env_class, "rule"),
     };
+    let [roles, contents] = prompt_columns(rows.iter().map(|r| r.prompt.as_slice()));
     vec![
         same(&options.data_source),
-        list_column(
-            rows.iter()
-                .map(|r| r.prompt.iter().map(|m| m.role.as_str())),
-        ),
-        list_column(
-            rows.iter()
-                .map(|r| r.prompt.iter().map(|m| m.content.as_str())),
-        ),
+        roles,
+        contents,
         same(label),
         same(method),
         list_column(rows.iter().map(|r| r.target.iter().map(String::as_str))),

@@ -18,7 +18,7 @@
 
 use super::Message;
 use super::export::{
-    Column, ExportError, ExportFormat, PROMPT_SCHEMA, list_column, str_column, write_columns,
+    Column, ExportError, ExportFormat, PROMPT_SCHEMA, prompt_columns, str_column, write_columns,
     write_json_lines,
 };
 use super::tool::{Protocol, system_prompt};
@@ -251,16 +251,11 @@ fn tool_columns(export: &ToolExport, options: &ToolExportOptions) -> Vec<Column>
         ExportFormat::Verl => &options.ability,
         ExportFormat::Skyrl => &options.env_class,
     };
+    let [roles, contents] = prompt_columns(rows.iter().map(|r| r.prompt.as_slice()));
     let mut columns = vec![
         same(&options.data_source),
-        list_column(
-            rows.iter()
-                .map(|r| r.prompt.iter().map(|m| m.role.as_str())),
-        ),
-        list_column(
-            rows.iter()
-                .map(|r| r.prompt.iter().map(|m| m.content.as_str())),
-        ),
+        roles,
+        contents,
         same(label),
         same("rule"),
         ids(),
