@@ -3,33 +3,35 @@
 %%
 %% Stored facts (module file `facts`); names and values are atoms (first-argument indexing does not
 %% look inside strings), and each predicate's first argument is the one a walk binds:
-%%   person(Name, Gender, Dob, Job, Hobby)   parents(Child, Father, Mother)
-%%   children(Parent, [Child, ...])          friends(Person, [Friend, ...])   (symmetric)
+%%   person(Name, Gender, Dob, Job, Hobby, Parents, Children, Friends)
+%%       Parents is [] or [Father, Mother]; Children in birth order; Friends stored both ways
 %%   with_dob(Dob, [Person, ...])   with_job(Job, [Person, ...])   with_hobby(Hobby, [Person, ...])
+%% One clause per person: scryer's consult costs ~25 us per clause, more than the clause's size.
 
 :- use_module(library(lists)).
 :- use_module(library(iso_ext)).
 :- use_module(library(between)).
 
-:- dynamic(person/5).
-:- dynamic(parents/3).
-:- dynamic(children/2).
-:- dynamic(friends/2).
+:- dynamic(person/8).
 :- dynamic(with_dob/2).
 :- dynamic(with_job/2).
 :- dynamic(with_hobby/2).
 
+%% parents(?Child, ?Father, ?Mother).
+parents(C, F, M) :- person(C, _, _, _, _, [F, M], _, _).
+%% children(?Parent, ?Children): in birth order; only people with children.
+children(P, Cs) :- person(P, _, _, _, _, _, Cs, _), Cs \== [].
 %% parent(?Child, ?Parent): father first, then mother.
-parent(C, P) :- parents(C, F, M), ( P = F ; P = M ).
+parent(C, P) :- person(C, _, _, _, _, Ps, _, _), member(P, Ps).
 %% child(?Parent, ?Child): in birth order.
-child(P, C) :- children(P, Cs), member(C, Cs).
+child(P, C) :- person(P, _, _, _, _, _, Cs, _), member(C, Cs).
 %% friend(?X, ?Y): Y is a friend of X (stored both ways).
-friend(X, Y) :- friends(X, Ys), member(Y, Ys).
+friend(X, Y) :- person(X, _, _, _, _, _, _, Ys), member(Y, Ys).
 
-gender(P, G) :- person(P, G, _, _, _).
-dob(P, D) :- person(P, _, D, _, _).
-job(P, J) :- person(P, _, _, J, _).
-hobby(P, H) :- person(P, _, _, _, H).
+gender(P, G) :- person(P, G, _, _, _, _, _, _).
+dob(P, D) :- person(P, _, D, _, _, _, _, _).
+job(P, J) :- person(P, _, _, J, _, _, _, _).
+hobby(P, H) :- person(P, _, _, _, H, _, _, _).
 has_dob(D, P) :- with_dob(D, Ps), member(P, Ps).
 has_job(J, P) :- with_job(J, Ps), member(P, Ps).
 has_hobby(H, P) :- with_hobby(H, Ps), member(P, Ps).

@@ -17,7 +17,7 @@ use std::path::{Path, PathBuf};
 
 /// Version of the generated data: bumped whenever the same seed and config produce different
 /// bytes (see CHANGELOG.md, "Reproducibility").
-pub const DATASET_VERSION: &str = "rulegym-universe-v1";
+pub const DATASET_VERSION: &str = "rulegym-universe-v2";
 
 /// `manifest.json`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

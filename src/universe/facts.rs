@@ -86,38 +86,37 @@ impl<'a> FactsWriter<'a> {
     /// Appends one clause `predicate('A',...).` to `out` (names never contain NUL: they come
     /// from the embedded vocabularies, so quoting cannot fail).
     pub fn clause(out: &mut String, predicate: &str, args: &[&str]) {
-        Self::clause_with_list(out, predicate, args, None);
+        Self::clause_with_lists(out, predicate, args, &[]);
     }
 
-    /// Appends `predicate('A',...,['X','Y']).`: the atoms, then optionally a list of atoms.
-    fn clause_with_list(out: &mut String, predicate: &str, args: &[&str], list: Option<&[&str]>) {
-        out.push_str(predicate);
-        out.push('(');
-        for (i, arg) in args.iter().enumerate() {
-            if i > 0 {
-                out.push(',');
-            }
-            write_atom(arg, out).expect("universe text never contains NUL");
-        }
-        if let Some(items) = list {
-            out.push_str(",[");
-            for (i, item) in items.iter().enumerate() {
+    /// Appends `predicate('A',...,['X','Y'],...).`: the atoms, then lists of atoms.
+    fn clause_with_lists(out: &mut String, predicate: &str, args: &[&str], lists: &[&[&str]]) {
+        fn push_atoms(out: &mut String, atoms: &[&str]) {
+            for (i, atom) in atoms.iter().enumerate() {
                 if i > 0 {
                     out.push(',');
                 }
-                write_atom(item, out).expect("universe text never contains NUL");
+                write_atom(atom, out).expect("universe text never contains NUL");
             }
+        }
+        out.push_str(predicate);
+        out.push('(');
+        push_atoms(out, args);
+        for list in lists {
+            out.push_str(",[");
+            push_atoms(out, list);
             out.push(']');
         }
         out.push_str(").\n");
     }
 
-    /// All facts, grouped by predicate, people in id order:
-    /// `person(Name, Gender, Dob, Job, Hobby)`, `parents(Child, Father, Mother)`,
-    /// `children(Parent, [Child...])`, `friends(Person, [Friend...])` and the value-indexed
-    /// `with_dob/with_job/with_hobby(Value, [Person...])`. Each predicate's first argument is the
-    /// one a walk binds, so scryer's first-argument indexing serves every direction; grouping
-    /// keeps the clause count near 4 per person (scryer's consult costs ~15 µs per clause).
+    /// All facts, people in id order: one
+    /// `person(Name, Gender, Dob, Job, Hobby, Parents, Children, Friends)` clause per person
+    /// (`Parents` is `[]` or `[Father, Mother]`; children in birth order), then the
+    /// value-indexed `with_dob/with_job/with_hobby(Value, [Person...])`. Each predicate's first
+    /// argument is the one a walk binds, so scryer's first-argument indexing serves every
+    /// direction; one clause per person plus one per attribute value keeps the consult short
+    /// (scryer's consult costs ~25 µs per clause, more than the clause's size).
     pub fn write(mut self) -> String {
         let people = &self.universe.people;
         let names = |ids: &[u32]| -> Vec<&str> {
@@ -130,24 +129,12 @@ impl<'a> FactsWriter<'a> {
         );
         for p in people {
             let values = AttributeFact::ALL.map(|a| a.value(p));
-            Self::clause(
+            Self::clause_with_lists(
                 &mut self.out,
                 "person",
                 &[&p.name, values[3], values[0], values[1], values[2]],
+                &[&names(&p.parents), &names(&p.children), &names(&p.friends)],
             );
-        }
-        for p in people {
-            if let [father, mother] = names(&p.parents)[..] {
-                Self::clause(&mut self.out, "parents", &[&p.name, father, mother]);
-            }
-        }
-        for p in people.iter().filter(|p| !p.children.is_empty()) {
-            let children = names(&p.children);
-            Self::clause_with_list(&mut self.out, "children", &[&p.name], Some(&children));
-        }
-        for p in people.iter().filter(|p| !p.friends.is_empty()) {
-            let friends = names(&p.friends);
-            Self::clause_with_list(&mut self.out, "friends", &[&p.name], Some(&friends));
         }
         for attribute in [AttributeFact::Dob, AttributeFact::Job, AttributeFact::Hobby] {
             let predicate = attribute.inverse_predicate().expect("has an inverse");
@@ -158,7 +145,7 @@ impl<'a> FactsWriter<'a> {
             by_value.sort_by(|a, b| a.0.cmp(b.0)); // stable: people stay in id order per value
             for group in by_value.chunk_by(|a, b| a.0 == b.0) {
                 let holders: Vec<&str> = group.iter().map(|(_, n)| *n).collect();
-                Self::clause_with_list(&mut self.out, predicate, &[group[0].0], Some(&holders));
+                Self::clause_with_lists(&mut self.out, predicate, &[group[0].0], &[&holders]);
             }
         }
         self.out

@@ -24,7 +24,7 @@ fn hostile_atoms_round_trip_as_data() {
     for (i, name) in names.iter().enumerate() {
         let mut line = String::from("person(");
         rulegym::engine::write_atom(name, &mut line).unwrap();
-        line.push_str(&format!(",female,'0001-01-0{}',j,h).\n", i % 9 + 1));
+        line.push_str(&format!(",female,'0001-01-0{}',j,h,[],[],[]).\n", i % 9 + 1));
         facts.push_str(&line);
     }
     let engine = engine_with(&facts);
@@ -44,6 +44,9 @@ fn hostile_atoms_round_trip_as_data() {
             Term::Var(Var::new("_D").unwrap()),
             Term::atom("j"),
             Term::atom("h"),
+            Term::List(vec![]),
+            Term::List(vec![]),
+            Term::List(vec![]),
         ],
     );
     let mut got: Vec<String> = engine
@@ -60,7 +63,7 @@ fn hostile_atoms_round_trip_as_data() {
 
 #[test]
 fn errors_leave_the_engine_usable() {
-    let engine = engine_with("person(a,female,'0001-01-01',j,h).\n");
+    let engine = engine_with("person(a,female,'0001-01-01',j,h,[],[],[]).\n");
     let x = Var::new("X").unwrap();
     let ok = Term::compound("gender", [Term::atom("a"), Term::var(&x)]);
     let check = |engine: &Engine| {

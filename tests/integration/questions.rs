@@ -157,6 +157,39 @@ fn generation_is_deterministic_and_thread_independent() {
 }
 
 #[test]
+fn verification_shards_concatenate_to_the_whole_run() {
+    let w = world(true);
+    let config = QuestionConfig {
+        families: vec![Family::Base, Family::Hops],
+        per_template: 2,
+        max_hops: 4,
+        ..Default::default()
+    };
+    let verify = |p| question::verify(std::slice::from_ref(&w.engine), p).unwrap();
+    let (whole, report) = verify(question::propose_all(&w.universe, &config).unwrap());
+    assert!(whole.len() > 40);
+    for count in [1, 2, 3, 7] {
+        let mut joined = Vec::new();
+        let mut rejections = 0;
+        for index in 0..count {
+            let shard = question::propose_all(&w.universe, &config)
+                .unwrap()
+                .into_shard(index, count)
+                .unwrap();
+            let (part, r) = verify(shard);
+            assert!(!part.is_empty(), "shard {index} of {count} is empty");
+            rejections += r.rejections;
+            joined.extend(part);
+        }
+        assert_eq!(joined, whole, "{count} shards");
+        assert_eq!(rejections, report.rejections);
+    }
+    let proposals = || question::propose_all(&w.universe, &config).unwrap();
+    assert!(proposals().into_shard(3, 3).is_err());
+    assert!(proposals().into_shard(0, 0).is_err());
+}
+
+#[test]
 fn hard_mode_questions_verify() {
     let qs = generate(vec![Family::Base, Family::Hops], 2, false);
     let w = world(false);
