@@ -170,23 +170,43 @@ pub fn rows(questions: &[Question], options: &ExportOptions) -> crate::Result<Ve
 
 /// A row as the trainer's JSON object (the same fields the parquet file holds).
 pub fn row_json(row: &ExportRow, options: &ExportOptions) -> Value {
-    let ground_truth = json!({ "target": row.target });
-    match options.format {
-        ExportFormat::Verl => json!({
-            "data_source": options.data_source,
-            "prompt": row.prompt,
-            "ability": options.ability,
-            "reward_model": { "style": "rule", "ground_truth": ground_truth },
-            "extra_info": row.extra,
-        }),
-        ExportFormat::Skyrl => json!({
-            "data_source": options.data_source,
-            "prompt": row.prompt,
-            "env_class": options.env_class,
-            "reward_spec": { "method": "rule", "ground_truth": ground_truth },
-            "extra_info": row.extra,
-        }),
-    }
+    let label = match options.format {
+        ExportFormat::Verl => &options.ability,
+        ExportFormat::Skyrl => &options.env_class,
+    };
+    let extra = serde_json::to_value(&row.extra).unwrap_or(Value::Null);
+    trainer_row(
+        options.format,
+        &options.data_source,
+        &row.prompt,
+        label,
+        json!({ "target": row.target }),
+        extra,
+    )
+}
+
+/// The fields every trainer row has: `data_source`, `prompt`, then verl's `ability` and
+/// `reward_model: {style: "rule", ground_truth}` or SkyRL's `env_class` and `reward_spec:
+/// {method: "rule", ground_truth}` (`label` is the ability or the env class), and `extra_info`.
+pub(super) fn trainer_row(
+    format: ExportFormat,
+    data_source: &str,
+    prompt: &[Message],
+    label: &str,
+    ground_truth: Value,
+    extra_info: Value,
+) -> Value {
+    let (label_key, spec_key, style_key) = match format {
+        ExportFormat::Verl => ("ability", "reward_model", "style"),
+        ExportFormat::Skyrl => ("env_class", "reward_spec", "method"),
+    };
+    json!({
+        "data_source": data_source,
+        "prompt": prompt,
+        label_key: label,
+        spec_key: { style_key: "rule", "ground_truth": ground_truth },
+        "extra_info": extra_info,
+    })
 }
 
 /// One leaf column: required strings, required integers, or a list of strings (def/rep levels).
@@ -200,9 +220,7 @@ pub(super) enum Column {
     },
 }
 
-fn list_column<'a, I: IntoIterator<Item = &'a str>>(
-    per_row: impl Iterator<Item = I>,
-) -> Column {
+fn list_column<'a, I: IntoIterator<Item = &'a str>>(per_row: impl Iterator<Item = I>) -> Column {
     let (mut values, mut def, mut rep) = (Vec::new(), Vec::new(), Vec::new());
     for items in per_row {
         let before = def.len();

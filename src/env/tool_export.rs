@@ -18,8 +18,8 @@
 
 use super::Message;
 use super::export::{
-    Column, ExportError, ExportFormat, PROMPT_SCHEMA, prompt_columns, str_column, write_columns,
-    write_json_lines,
+    Column, ExportError, ExportFormat, PROMPT_SCHEMA, prompt_columns, str_column, trainer_row,
+    write_columns, write_json_lines,
 };
 use super::tool::{Protocol, system_prompt};
 use crate::synth::task::Task;
@@ -160,50 +160,50 @@ pub fn tool_rows(tasks: &[Task], options: &ToolExportOptions) -> crate::Result<T
 /// the export's tool names (every row carries `tools_kwargs` for each, as one parquet schema
 /// serves all rows).
 pub fn tool_row_json(row: &ToolExportRow, tools: &[&str], options: &ToolExportOptions) -> Value {
-    let ground_truth = json!({ "task_id": row.task_id });
-    match options.format {
+    let (label, extra) = match options.format {
         ExportFormat::Verl => {
             let tools_kwargs: serde_json::Map<String, Value> = tools
                 .iter()
                 .map(|name| {
-                    (
-                        (*name).to_owned(),
-                        json!({ "create_kwargs": { "task_id": row.task_id } }),
-                    )
+                    let kwargs = json!({ "create_kwargs": { "task_id": row.task_id } });
+                    ((*name).to_owned(), kwargs)
                 })
                 .collect();
-            json!({
-                "data_source": options.data_source,
-                "prompt": row.prompt,
-                "ability": options.ability,
-                "reward_model": { "style": "rule", "ground_truth": ground_truth },
-                "extra_info": {
-                    "index": row.index,
-                    "split": options.split,
-                    "id": row.task_id,
-                    "tools_kwargs": tools_kwargs,
-                    "interaction_kwargs": {
-                        "name": options.interaction,
-                        "task_id": row.task_id,
-                        "task": row.task,
-                    },
+            let extra = json!({
+                "index": row.index,
+                "split": options.split,
+                "id": row.task_id,
+                "tools_kwargs": tools_kwargs,
+                "interaction_kwargs": {
+                    "name": options.interaction,
+                    "task_id": row.task_id,
+                    "task": row.task,
                 },
-                "agent_name": options.agent_name,
-            })
+            });
+            (&options.ability, extra)
         }
-        ExportFormat::Skyrl => json!({
-            "data_source": options.data_source,
-            "prompt": row.prompt,
-            "env_class": options.env_class,
-            "reward_spec": { "method": "rule", "ground_truth": ground_truth },
-            "extra_info": {
+        ExportFormat::Skyrl => {
+            let extra = json!({
                 "index": row.index,
                 "split": options.split,
                 "id": row.task_id,
                 "task": row.task,
-            },
-        }),
+            });
+            (&options.env_class, extra)
+        }
+    };
+    let mut value = trainer_row(
+        options.format,
+        &options.data_source,
+        &row.prompt,
+        label,
+        json!({ "task_id": row.task_id }),
+        extra,
+    );
+    if options.format == ExportFormat::Verl {
+        value["agent_name"] = json!(options.agent_name);
     }
+    value
 }
 
 /// The parquet schema of a task export with these tool names.
