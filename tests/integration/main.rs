@@ -12,6 +12,7 @@ mod retrieval_gpu;
 #[cfg(feature = "hnsw")]
 mod retrieval_hnsw;
 mod retrieval_server;
+mod rubric_memory;
 mod search_env;
 mod search_eval;
 mod search_export;
