@@ -38,6 +38,6 @@ if [ -z "${RULEGYM_SKIP_PYTHON:-}" ]; then
   .venv-test/bin/maturin build --release --strip -m python/Cargo.toml \
     -i .venv-test/bin/python -o target/wheels
   .venv-test/bin/pip install -q --force-reinstall --no-deps target/wheels/rulegym-*.whl
-  RULEGYM_BIN="$PWD/target/release/rulegym" RULEGYM_WHEEL="$(ls target/wheels/rulegym-*.whl)" \
+  RULEGYM_BIN="${CARGO_TARGET_DIR:-$PWD/target}/release/rulegym" RULEGYM_WHEEL="$(ls target/wheels/rulegym-*.whl)" \
     .venv-test/bin/python -m pytest python/tests -q -rs
 fi
