@@ -29,20 +29,7 @@ pub struct Args {
 
 /// Reads `questions.jsonl` of a dataset directory.
 pub fn read_questions(path: &std::path::Path) -> Result<Vec<Question>> {
-    let text = std::fs::read_to_string(path).map_err(|source| Error::Io {
-        context: format!("reading {}", path.display()),
-        source,
-    })?;
-    text.lines()
-        .enumerate()
-        .filter(|(_, l)| !l.trim().is_empty())
-        .map(|(i, line)| {
-            serde_json::from_str(line).map_err(|source| Error::Json {
-                context: format!("{} line {}", path.display(), i + 1),
-                source,
-            })
-        })
-        .collect()
+    crate::dataset::jsonl::read_jsonl(path)
 }
 
 /// Runs `rulegym oracle`.

@@ -2,6 +2,7 @@
 //! SHA-256 of every file), written atomically: everything goes to a temporary sibling directory
 //! that is renamed into place only when complete, so a failed run leaves no half-written output.
 
+pub mod jsonl;
 pub mod phantomwiki;
 
 use crate::corpus::Article;
@@ -267,17 +268,7 @@ pub fn load_universe(dir: &Path) -> Result<Universe> {
             dir.display()
         )));
     }
-    let records: Vec<PersonRecord> = people
-        .split(|&b| b == b'\n')
-        .filter(|line| !line.is_empty())
-        .enumerate()
-        .map(|(i, line)| {
-            serde_json::from_slice(line).map_err(|source| Error::Json {
-                context: format!("people.jsonl line {}", i + 1),
-                source,
-            })
-        })
-        .collect::<Result<_>>()?;
+    let records: Vec<PersonRecord> = jsonl::parse_jsonl(&people, "people.jsonl")?;
     universe_from_records(manifest.config, records)
 }
 

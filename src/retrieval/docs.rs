@@ -2,8 +2,8 @@
 //! `{"id": "0", "contents": "\"Title\"\ntext"}`.
 
 use super::RetrievalError;
+use crate::dataset::jsonl::jsonl_records;
 use serde::{Deserialize, Serialize};
-use std::io::BufRead;
 use std::path::Path;
 
 /// One passage of a corpus.
@@ -26,26 +26,20 @@ impl Document {
     }
 }
 
-/// Reads a JSONL corpus. Blank lines are skipped; a malformed line or a duplicate id is an
-/// error naming the line.
+/// Reads a JSONL corpus ([`crate::dataset::jsonl`]: blank lines are skipped); a malformed line
+/// or a duplicate id is an error naming the line.
 pub fn read_jsonl(path: &Path) -> Result<Vec<Document>, RetrievalError> {
-    let file = std::fs::File::open(path)
+    let bytes = std::fs::read(path)
         .map_err(|e| RetrievalError::Io(format!("open {}", path.display()), e))?;
     let mut docs = Vec::new();
     let mut ids = std::collections::HashSet::new();
-    for (i, line) in std::io::BufReader::new(file).lines().enumerate() {
-        let line = line.map_err(|e| RetrievalError::Io(format!("read {}", path.display()), e))?;
-        if line.trim().is_empty() {
-            continue;
-        }
-        let doc: Document = serde_json::from_str(&line).map_err(|e| {
-            RetrievalError::Format(format!("{} line {}: {e}", path.display(), i + 1))
-        })?;
+    for (line, doc) in jsonl_records::<Document>(&bytes) {
+        let doc = doc
+            .map_err(|e| RetrievalError::Format(format!("{} line {line}: {e}", path.display())))?;
         if !ids.insert(doc.id.clone()) {
             return Err(RetrievalError::Format(format!(
-                "{} line {}: duplicate id {:?}",
+                "{} line {line}: duplicate id {:?}",
                 path.display(),
-                i + 1,
                 doc.id
             )));
         }

@@ -507,7 +507,7 @@ fn stage_input(
             ),
         });
     }
-    store::read_items(&path)
+    store::read_records(&path)
 }
 
 /// Whether `id` can be a task id: 1-128 characters of `[A-Za-z0-9_.:-]`.

@@ -491,12 +491,9 @@ pub fn load_tasks(path: &Path, options: ValidateOptions) -> Result<Vec<Task>, Ta
             message: e.to_string(),
         })?);
     } else {
-        for (i, line) in text.lines().enumerate() {
-            if line.trim().is_empty() {
-                continue;
-            }
-            tasks.push(serde_json::from_str(line).map_err(|e| TaskError::File {
-                context: format!("{}:{}", path.display(), i + 1),
+        for (line, task) in crate::dataset::jsonl::jsonl_records(text.as_bytes()) {
+            tasks.push(task.map_err(|e| TaskError::File {
+                context: format!("{}:{line}", path.display()),
                 message: e.to_string(),
             })?);
         }

@@ -342,11 +342,7 @@ fn assert_same_tree(a: &Path, b: &Path) {
 }
 
 fn read_jsonl<T: serde::de::DeserializeOwned>(path: &Path) -> Vec<T> {
-    std::fs::read_to_string(path)
-        .unwrap()
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect()
+    rulegym::dataset::jsonl::read_jsonl(path).unwrap()
 }
 
 fn id(n: usize) -> String {

@@ -114,16 +114,15 @@ pub fn run_generate(args: GenerateArgs) -> Result<()> {
 }
 
 fn read_tasks(path: &PathBuf) -> Result<Vec<Task>> {
-    let text = std::fs::read_to_string(path).map_err(|source| crate::Error::Io {
+    let bytes = std::fs::read(path).map_err(|source| crate::Error::Io {
         context: format!("reading {}", path.display()),
         source,
     })?;
-    text.lines()
-        .enumerate()
-        .filter(|(_, l)| !l.trim().is_empty())
-        .map(|(i, l)| {
-            Task::from_json(l)
-                .map_err(|e| crate::Error::Config(format!("{}:{}: {e}", path.display(), i + 1)))
+    crate::dataset::jsonl::jsonl_records::<Task>(&bytes)
+        .map(|(line, task)| {
+            task.map_err(|e| {
+                crate::Error::Config(format!("{}:{line}: parsing task: {e}", path.display()))
+            })
         })
         .collect()
 }

@@ -12,6 +12,7 @@ use super::{
 };
 use indicatif::{ProgressBar, ProgressStyle};
 use serde::Serialize;
+use serde::de::DeserializeOwned;
 use serde_json::Value;
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::Write;
@@ -86,16 +87,8 @@ fn line_ids(path: &Path, lines: &[String]) -> Result<Vec<String>> {
         .collect()
 }
 
-/// The items of a stage output file, in file order.
-pub(crate) fn read_items(path: &Path) -> Result<Vec<SynthItem>> {
-    read_lines(path)?
-        .iter()
-        .enumerate()
-        .map(|(n, line)| serde_json::from_str(line).map_err(|e| corrupt(path, n + 1, e)))
-        .collect()
-}
-
-fn rejects(path: &Path) -> Result<Vec<Reject>> {
+/// The records (items or rejects) of a stage output file, in file order.
+pub(crate) fn read_records<T: DeserializeOwned>(path: &Path) -> Result<Vec<T>> {
     read_lines(path)?
         .iter()
         .enumerate()
@@ -246,7 +239,7 @@ pub(crate) fn run_stage(
         .collect();
     sort_file(&out, &order)?;
     sort_file(&rej, &order)?;
-    let kept = read_items(&out)?;
+    let kept: Vec<SynthItem> = read_records(&out)?;
     let mut summary = summarize(ctx, stage)?;
     summary.input = input.len();
     summary.processed = todo.len();
@@ -265,7 +258,7 @@ fn summarize(ctx: &Ctx, stage: Stage) -> Result<StageSummary> {
     let out = out_path(&ctx.config.out, stage);
     let rej = rejects_path(&ctx.config.out, stage);
     let kept = read_lines(&out)?.len();
-    let rejected = rejects(&rej)?;
+    let rejected: Vec<Reject> = read_records(&rej)?;
     let mut reasons = BTreeMap::new();
     for r in &rejected {
         let code = serde_json::to_value(r.reason).unwrap_or_default();
