@@ -509,62 +509,55 @@ fn span_generic<const FMA: bool>(
     sp
 }
 
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512dq,fma")]
-fn span_avx512(
-    old: &[f32],
-    new: &[f32],
-    mask: &[u8],
-    grad: &mut [f32],
-    low: f32,
-    high: f32,
-    coef: f32,
-) -> Span {
-    span_generic::<true>(old, new, mask, grad, low, high, coef)
+/// Defines `span`, which runs [`span_generic`] compiled for the first listed kernel whose
+/// target features this CPU has (detection is cached by std), else the portable build. Each
+/// kernel's feature list is written once and serves both `#[target_feature]` and the run-time
+/// check; every list must include `fma`, as the kernels are instantiated with `FMA = true`.
+macro_rules! dispatch_span {
+    ($($kernel:ident: [$($feature:tt),+]),+ $(,)?) => {
+        $(
+            #[cfg(target_arch = "x86_64")]
+            $(#[target_feature(enable = $feature)])+
+            fn $kernel(
+                old: &[f32],
+                new: &[f32],
+                mask: &[u8],
+                grad: &mut [f32],
+                low: f32,
+                high: f32,
+                coef: f32,
+            ) -> Span {
+                span_generic::<true>(old, new, mask, grad, low, high, coef)
+            }
+        )+
+
+        /// Runs the widest kernel this CPU supports (detection is cached by std).
+        fn span(
+            old: &[f32],
+            new: &[f32],
+            mask: &[u8],
+            grad: &mut [f32],
+            low: f32,
+            high: f32,
+            coef: f32,
+        ) -> Span {
+            #[cfg(target_arch = "x86_64")]
+            {
+                $(
+                    if $(std::arch::is_x86_feature_detected!($feature))&&+ {
+                        // SAFETY: the CPU supports every feature the kernel is compiled for.
+                        return unsafe { $kernel(old, new, mask, grad, low, high, coef) };
+                    }
+                )+
+            }
+            span_generic::<false>(old, new, mask, grad, low, high, coef)
+        }
+    };
 }
 
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx2,fma")]
-fn span_avx2(
-    old: &[f32],
-    new: &[f32],
-    mask: &[u8],
-    grad: &mut [f32],
-    low: f32,
-    high: f32,
-    coef: f32,
-) -> Span {
-    span_generic::<true>(old, new, mask, grad, low, high, coef)
-}
-
-/// Runs the widest kernel this CPU supports (detection is cached by std).
-fn span(
-    old: &[f32],
-    new: &[f32],
-    mask: &[u8],
-    grad: &mut [f32],
-    low: f32,
-    high: f32,
-    coef: f32,
-) -> Span {
-    #[cfg(target_arch = "x86_64")]
-    {
-        if std::arch::is_x86_feature_detected!("avx512f")
-            && std::arch::is_x86_feature_detected!("avx512bw")
-            && std::arch::is_x86_feature_detected!("avx512vl")
-            && std::arch::is_x86_feature_detected!("avx512dq")
-            && std::arch::is_x86_feature_detected!("fma")
-        {
-            // SAFETY: the CPU supports every feature the function is compiled for.
-            return unsafe { span_avx512(old, new, mask, grad, low, high, coef) };
-        }
-        if std::arch::is_x86_feature_detected!("avx2") && std::arch::is_x86_feature_detected!("fma")
-        {
-            // SAFETY: as above.
-            return unsafe { span_avx2(old, new, mask, grad, low, high, coef) };
-        }
-    }
-    span_generic::<false>(old, new, mask, grad, low, high, coef)
+dispatch_span! {
+    span_avx512: ["avx512f", "avx512bw", "avx512vl", "avx512dq", "fma"],
+    span_avx2: ["avx2", "fma"],
 }
 
 #[cfg(test)]
