@@ -9,8 +9,11 @@ use rulegym::synth::task::{RubricItem, Task, ValidateOptions};
 use serde_json::json;
 use std::hint::black_box;
 
+#[path = "../tests/support/trip.rs"]
+mod trip;
+
 fn task() -> Task {
-    let mut task = Task::from_json(include_str!("../tests/fixtures/tools/trip.json")).unwrap();
+    let mut task = trip::trip_task();
     // 2 forbidden + 4 sub-goals + 2 interactions in the fixture; add 7 more to reach 15.
     let extra = [
         (
@@ -53,47 +56,16 @@ fn task() -> Task {
 }
 
 fn trajectory() -> Trajectory {
-    let mut events = vec![
-        Event::AskedUser {
-            step: 1,
-            text: "Where are you going?".into(),
-        },
-        Event::UserSaid {
-            step: 1,
-            text: "Oslo.".into(),
-        },
-        Event::UserRevealed {
-            step: 1,
-            slot: "destination".into(),
-        },
-        Event::AskedUser {
-            step: 2,
-            text: "On which date?".into(),
-        },
-        Event::UserSaid {
-            step: 2,
-            text: "2024-06-03.".into(),
-        },
-        Event::UserRevealed {
-            step: 2,
-            slot: "date".into(),
-        },
-    ];
+    let mut events = trip::ask_destination_and_date();
     for step in 3..30 {
         events.push(Event::Said {
             step,
             text: format!("Let me check option {step}, thank you for waiting."),
         });
-        events.push(Event::ToolCall {
+        events.extend(trip::search_flights(
             step,
-            tool: "search_flights".into(),
-            args: json!({"destination": "Oslo", "date": "2024-06-03"}),
-        });
-        events.push(Event::ToolResult {
-            step,
-            tool: "search_flights".into(),
-            result: json!({"flights": [{"flight_id": format!("OS{step}"), "price": 100 + step}, {"flight_id": "OS123", "price": 120}]}),
-        });
+            json!([{"flight_id": format!("OS{step}"), "price": 100 + step}, {"flight_id": "OS123", "price": 120}]),
+        ));
     }
     events.push(Event::ToolCall {
         step: 30,

@@ -9,13 +9,9 @@ use rulegym::synth::task::{Task, ValidateOptions};
 use serde_json::json;
 use std::sync::OnceLock;
 
-pub fn trip_task() -> Task {
-    let text = include_str!("../fixtures/tools/trip.json");
-    let task = Task::from_json(text).expect("fixture parses");
-    task.validate(ValidateOptions::default())
-        .expect("fixture is valid");
-    task
-}
+#[path = "../support/trip.rs"]
+mod trip;
+pub use trip::trip_task;
 
 fn scorer() -> &'static RubricScorer {
     static SCORER: OnceLock<RubricScorer> = OnceLock::new();
@@ -23,41 +19,12 @@ fn scorer() -> &'static RubricScorer {
 }
 
 fn good_events() -> Vec<Event> {
-    vec![
-        Event::AskedUser {
-            step: 1,
-            text: "Where are you going?".into(),
-        },
-        Event::UserSaid {
-            step: 1,
-            text: "Oslo.".into(),
-        },
-        Event::UserRevealed {
-            step: 1,
-            slot: "destination".into(),
-        },
-        Event::AskedUser {
-            step: 2,
-            text: "On which date?".into(),
-        },
-        Event::UserSaid {
-            step: 2,
-            text: "2024-06-03.".into(),
-        },
-        Event::UserRevealed {
-            step: 2,
-            slot: "date".into(),
-        },
-        Event::ToolCall {
-            step: 3,
-            tool: "search_flights".into(),
-            args: json!({"destination": "Oslo", "date": "2024-06-03"}),
-        },
-        Event::ToolResult {
-            step: 3,
-            tool: "search_flights".into(),
-            result: json!({"flights": [{"flight_id": "OS123", "price": 120}]}),
-        },
+    let mut events = trip::ask_destination_and_date();
+    events.extend(trip::search_flights(
+        3,
+        json!([{"flight_id": "OS123", "price": 120}]),
+    ));
+    events.extend([
         Event::ToolCall {
             step: 4,
             tool: "book_flight".into(),
@@ -67,7 +34,8 @@ fn good_events() -> Vec<Event> {
             step: 5,
             text: "Your flight OS123 is Booked.".into(),
         },
-    ]
+    ]);
+    events
 }
 
 fn good_trajectory() -> Trajectory {
