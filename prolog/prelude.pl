@@ -5,7 +5,8 @@
 %% look inside strings), and each predicate's first argument is the one a walk binds:
 %%   person(Name, Gender, Dob, Job, Hobby, Parents, Children, Friends)
 %%       Parents is [] or [Father, Mother]; Children in birth order; Friends stored both ways
-%%   with_dob(Dob, [Person, ...])   with_job(Job, [Person, ...])   with_hobby(Hobby, [Person, ...])
+%%   with_job(Job, [Person, ...])   with_hobby(Hobby, [Person, ...])
+%%   with_dob(Year, [Dob-Person, ...])   dates of birth are nearly unique: grouped by year
 %% One clause per person: scryer's consult costs ~25 us per clause, more than the clause's size.
 %% The facts are static: consulting them as dynamic clauses takes ~20% longer.
 
@@ -28,9 +29,15 @@ gender(P, G) :- person(P, G, _, _, _, _, _, _).
 dob(P, D) :- person(P, _, D, _, _, _, _, _).
 job(P, J) :- person(P, _, _, J, _, _, _, _).
 hobby(P, H) :- person(P, _, _, _, H, _, _, _).
-has_dob(D, P) :- with_dob(D, Ps), member(P, Ps).
+has_dob(D, P) :- ( atom(D) -> dob_year(D, Y) ; true ), with_dob(Y, Ps), member(D-P, Ps).
 has_job(J, P) :- with_job(J, Ps), member(P, Ps).
 has_hobby(H, P) :- with_hobby(H, Ps), member(P, Ps).
+
+%% dob_year(+Dob, -Year): the text before the first '-' (the whole atom if there is none).
+dob_year(D, Y) :-
+    (   sub_atom(D, B, 1, _, '-') -> sub_atom(D, 0, B, _, Y)
+    ;   Y = D
+    ).
 
 %% hop_set/3 (one hop of a chain, set-at-a-time) is in hops.pl.
 

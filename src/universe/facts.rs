@@ -36,8 +36,9 @@ impl AttributeFact {
         }
     }
 
-    /// The stored predicate indexed by value (`with_job(Job, People)`); gender has none (two
-    /// values: a filter, never an anchor).
+    /// The stored predicate indexed by value (`with_job(Job, People)`; dates by year:
+    /// `with_dob(Year, [Dob-Person...])`); gender has none (two values: a filter, never an
+    /// anchor).
     pub fn inverse_predicate(self) -> Option<&'static str> {
         match self {
             AttributeFact::Dob => Some("with_dob"),
@@ -68,6 +69,18 @@ impl AttributeFact {
     }
 }
 
+/// The year of a `YYYY-MM-DD` date: the key `with_dob` groups dates by (the text before the
+/// first `-`; the whole text if there is none). Mirrors `dob_year/2` in `prolog/prelude.pl`.
+pub fn dob_year(dob: &str) -> &str {
+    dob.split_once('-').map_or(dob, |(year, _)| year)
+}
+
+/// A list argument of a fact: atoms, or `'A'-'B'` pairs.
+enum List<'a> {
+    Atoms(&'a [&'a str]),
+    Pairs(&'a [(&'a str, &'a str)]),
+}
+
 /// Writes the universe's facts, one clause per line.
 pub struct FactsWriter<'a> {
     universe: &'a Universe,
@@ -89,22 +102,38 @@ impl<'a> FactsWriter<'a> {
         Self::clause_with_lists(out, predicate, args, &[]);
     }
 
-    /// Appends `predicate('A',...,['X','Y'],...).`: the atoms, then lists of atoms.
-    fn clause_with_lists(out: &mut String, predicate: &str, args: &[&str], lists: &[&[&str]]) {
-        fn push_atoms(out: &mut String, atoms: &[&str]) {
-            for (i, atom) in atoms.iter().enumerate() {
+    /// Appends `predicate('A',...,[...],...).`: the atoms, then the lists.
+    fn clause_with_lists(out: &mut String, predicate: &str, args: &[&str], lists: &[List]) {
+        let atom = |out: &mut String, text: &str| {
+            write_atom(text, out).expect("universe text never contains NUL")
+        };
+        out.push_str(predicate);
+        out.push('(');
+        for (i, arg) in args.iter().enumerate() {
+            if i > 0 {
+                out.push(',');
+            }
+            atom(out, arg);
+        }
+        for list in lists {
+            out.push_str(",[");
+            let len = match list {
+                List::Atoms(items) => items.len(),
+                List::Pairs(items) => items.len(),
+            };
+            for i in 0..len {
                 if i > 0 {
                     out.push(',');
                 }
-                write_atom(atom, out).expect("universe text never contains NUL");
+                match list {
+                    List::Atoms(items) => atom(out, items[i]),
+                    List::Pairs(items) => {
+                        atom(out, items[i].0);
+                        out.push('-');
+                        atom(out, items[i].1);
+                    }
+                }
             }
-        }
-        out.push_str(predicate);
-        out.push('(');
-        push_atoms(out, args);
-        for list in lists {
-            out.push_str(",[");
-            push_atoms(out, list);
             out.push(']');
         }
         out.push_str(").\n");
@@ -113,10 +142,11 @@ impl<'a> FactsWriter<'a> {
     /// All facts, people in id order: one
     /// `person(Name, Gender, Dob, Job, Hobby, Parents, Children, Friends)` clause per person
     /// (`Parents` is `[]` or `[Father, Mother]`; children in birth order), then the
-    /// value-indexed `with_dob/with_job/with_hobby(Value, [Person...])`. Each predicate's first
+    /// value-indexed `with_job/with_hobby(Value, [Person...])` and, since dates of birth are
+    /// nearly unique, `with_dob(Year, [Dob-Person...])` grouped by year. Each predicate's first
     /// argument is the one a walk binds, so scryer's first-argument indexing serves every
-    /// direction; one clause per person plus one per attribute value keeps the consult short
-    /// (scryer's consult costs ~25 µs per clause, more than the clause's size).
+    /// direction; few clauses keep the consult short (scryer's consult costs ~25 µs per clause,
+    /// more than the clause's size).
     pub fn write(mut self) -> String {
         let people = &self.universe.people;
         let names = |ids: &[u32]| -> Vec<&str> {
@@ -129,23 +159,42 @@ impl<'a> FactsWriter<'a> {
         );
         for p in people {
             let values = AttributeFact::ALL.map(|a| a.value(p));
+            let (parents, children, friends) =
+                (names(&p.parents), names(&p.children), names(&p.friends));
             Self::clause_with_lists(
                 &mut self.out,
                 "person",
                 &[&p.name, values[3], values[0], values[1], values[2]],
-                &[&names(&p.parents), &names(&p.children), &names(&p.friends)],
+                &[
+                    List::Atoms(&parents),
+                    List::Atoms(&children),
+                    List::Atoms(&friends),
+                ],
             );
         }
         for attribute in [AttributeFact::Dob, AttributeFact::Job, AttributeFact::Hobby] {
             let predicate = attribute.inverse_predicate().expect("has an inverse");
-            let mut by_value: Vec<(&str, &str)> = people
+            // (key, value, name) sorted by key then value; stable, so people stay in id order.
+            let mut rows: Vec<(&str, &str, &str)> = people
                 .iter()
-                .map(|p| (attribute.value(p), p.name.as_str()))
+                .map(|p| {
+                    let value = attribute.value(p);
+                    let key = match attribute {
+                        AttributeFact::Dob => dob_year(value),
+                        _ => value,
+                    };
+                    (key, value, p.name.as_str())
+                })
                 .collect();
-            by_value.sort_by(|a, b| a.0.cmp(b.0)); // stable: people stay in id order per value
-            for group in by_value.chunk_by(|a, b| a.0 == b.0) {
-                let holders: Vec<&str> = group.iter().map(|(_, n)| *n).collect();
-                Self::clause_with_lists(&mut self.out, predicate, &[group[0].0], &[&holders]);
+            rows.sort_by(|a, b| (a.0, a.1).cmp(&(b.0, b.1)));
+            for group in rows.chunk_by(|a, b| a.0 == b.0) {
+                let pairs: Vec<(&str, &str)> = group.iter().map(|&(_, v, n)| (v, n)).collect();
+                let holders: Vec<&str> = group.iter().map(|&(_, _, n)| n).collect();
+                let list = match attribute {
+                    AttributeFact::Dob => List::Pairs(&pairs),
+                    _ => List::Atoms(&holders),
+                };
+                Self::clause_with_lists(&mut self.out, predicate, &[group[0].0], &[list]);
             }
         }
         self.out

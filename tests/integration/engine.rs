@@ -24,7 +24,10 @@ fn hostile_atoms_round_trip_as_data() {
     for (i, name) in names.iter().enumerate() {
         let mut line = String::from("person(");
         rulegym::engine::write_atom(name, &mut line).unwrap();
-        line.push_str(&format!(",female,'0001-01-0{}',j,h,[],[],[]).\n", i % 9 + 1));
+        line.push_str(&format!(
+            ",female,'0001-01-0{}',j,h,[],[],[]).\n",
+            i % 9 + 1
+        ));
         facts.push_str(&line);
     }
     let engine = engine_with(&facts);

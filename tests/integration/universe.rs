@@ -317,7 +317,7 @@ fn every_sentence_is_entailed_and_every_fact_is_stated() {
 const GOLDEN: [(&str, &str); 3] = [
     (
         "facts.pl",
-        "485cafbd8ac8e53f47a015a4424718a01c93ccc33c52408e98eeb9183d5fd1ab",
+        "ead33c5207543b4006c6d30f46d99e12ef323dfc8ac8e979c191325ceba04c7e",
     ),
     (
         "articles.jsonl",
@@ -328,6 +328,65 @@ const GOLDEN: [(&str, &str); 3] = [
         "c142e3546355aa488abdb58e78b002cde2d0386c93821a79fd182cf1d22ff688",
     ),
 ];
+
+#[test]
+fn value_lookups_return_exactly_the_holders() {
+    let u = Universe::generate(&small(7, 30)).unwrap();
+    let engine = Engine::with_facts(&u.facts()).unwrap();
+    let (v, p) = (Var::new("V").unwrap(), Var::new("P").unwrap());
+    let holders = |predicate: &str, value: Term| -> BTreeSet<String> {
+        let goal = Term::compound(predicate, [value, Term::var(&p)]);
+        engine
+            .query(&goal, std::slice::from_ref(&p))
+            .unwrap()
+            .into_iter()
+            .map(|r| r[0].as_text().unwrap().to_owned())
+            .collect()
+    };
+    for person in u.people.iter().step_by(7) {
+        type Field = fn(&rulegym::universe::Person) -> &String;
+        let fields: [(&str, Field); 3] = [
+            ("has_dob", |q| &q.dob),
+            ("has_job", |q| &q.occupation),
+            ("has_hobby", |q| &q.hobby),
+        ];
+        for (predicate, field) in fields {
+            let value = field(person);
+            let want: BTreeSet<String> = u
+                .people
+                .iter()
+                .filter(|q| field(q) == value)
+                .map(|q| q.name.clone())
+                .collect();
+            assert_eq!(
+                holders(predicate, Term::atom(value.as_str())),
+                want,
+                "{predicate} {value}"
+            );
+        }
+    }
+    // Unbound values enumerate every (value, person) pair once: dates are stored by year.
+    let goal = Term::compound("has_dob", [Term::var(&v), Term::var(&p)]);
+    let rows = engine.query(&goal, &[v.clone(), p.clone()]).unwrap();
+    let got: BTreeSet<(String, String)> = rows
+        .iter()
+        .map(|r| {
+            (
+                r[0].as_text().unwrap().to_owned(),
+                r[1].as_text().unwrap().to_owned(),
+            )
+        })
+        .collect();
+    let want: BTreeSet<(String, String)> = u
+        .people
+        .iter()
+        .map(|q| (q.dob.clone(), q.name.clone()))
+        .collect();
+    assert_eq!(rows.len(), u.people.len());
+    assert_eq!(got, want);
+    assert!(holders("has_dob", Term::atom("1999-99-99")).is_empty());
+    assert!(holders("has_dob", Term::atom("nodash")).is_empty());
+}
 
 fn dataset_hashes(threads: usize) -> Vec<(String, String)> {
     let pool = rayon::ThreadPoolBuilder::new()
