@@ -315,15 +315,15 @@ fn leaf(ctx: &Ctx<'_, '_>, lo: usize, hi: usize, grad: &mut [f32]) -> Acc {
             };
             let coef = -(a as f64) * w;
             let (low, high) = ctx.config.bounds(a);
-            let sp = span(
-                &b.logp_old[x..y],
-                &b.logp_new[x..y],
-                &b.mask[x..y],
-                &mut grad[x - lo..y - lo],
+            let input = SpanIn {
+                old: &b.logp_old[x..y],
+                new: &b.logp_new[x..y],
+                mask: &b.mask[x..y],
                 low,
                 high,
-                coef as f32,
-            );
+                coef: coef as f32,
+            };
+            let sp = span(input, &mut grad[x - lo..y - lo]);
             acc.loss += coef * sp.v;
             acc.rho += sp.rho;
             acc.d += sp.d;
@@ -340,6 +340,18 @@ fn leaf(ctx: &Ctx<'_, '_>, lo: usize, hi: usize, grad: &mut [f32]) -> Acc {
         s += 1;
     }
     acc
+}
+
+/// The inputs of one token span of one sequence: log-probabilities and mask (same length as
+/// the span's gradient), the ratio's clip bounds and the gradient coefficient.
+#[derive(Clone, Copy)]
+struct SpanIn<'a> {
+    old: &'a [f32],
+    new: &'a [f32],
+    mask: &'a [u8],
+    low: f32,
+    high: f32,
+    coef: f32,
 }
 
 /// Sums over one token span of one sequence.
@@ -427,15 +439,15 @@ fn token<const FMA: bool>(
 
 /// The fused per-span loop, written for 16 lanes so LLVM vectorizes it.
 #[inline(always)]
-fn span_generic<const FMA: bool>(
-    old: &[f32],
-    new: &[f32],
-    mask: &[u8],
-    grad: &mut [f32],
-    low: f32,
-    high: f32,
-    coef: f32,
-) -> Span {
+fn span_generic<const FMA: bool>(input: SpanIn<'_>, grad: &mut [f32]) -> Span {
+    let SpanIn {
+        old,
+        new,
+        mask,
+        low,
+        high,
+        coef,
+    } = input;
     let n = old.len();
     let (new, mask, grad) = (&new[..n], &mask[..n], &mut grad[..n]);
     let mut v64 = [0f64; LANES];
@@ -518,39 +530,23 @@ macro_rules! dispatch_span {
         $(
             #[cfg(target_arch = "x86_64")]
             $(#[target_feature(enable = $feature)])+
-            fn $kernel(
-                old: &[f32],
-                new: &[f32],
-                mask: &[u8],
-                grad: &mut [f32],
-                low: f32,
-                high: f32,
-                coef: f32,
-            ) -> Span {
-                span_generic::<true>(old, new, mask, grad, low, high, coef)
+            fn $kernel(input: SpanIn<'_>, grad: &mut [f32]) -> Span {
+                span_generic::<true>(input, grad)
             }
         )+
 
         /// Runs the widest kernel this CPU supports (detection is cached by std).
-        fn span(
-            old: &[f32],
-            new: &[f32],
-            mask: &[u8],
-            grad: &mut [f32],
-            low: f32,
-            high: f32,
-            coef: f32,
-        ) -> Span {
+        fn span(input: SpanIn<'_>, grad: &mut [f32]) -> Span {
             #[cfg(target_arch = "x86_64")]
             {
                 $(
                     if $(std::arch::is_x86_feature_detected!($feature))&&+ {
                         // SAFETY: the CPU supports every feature the kernel is compiled for.
-                        return unsafe { $kernel(old, new, mask, grad, low, high, coef) };
+                        return unsafe { $kernel(input, grad) };
                     }
                 )+
             }
-            span_generic::<false>(old, new, mask, grad, low, high, coef)
+            span_generic::<false>(input, grad)
         }
     };
 }
@@ -597,8 +593,16 @@ mod tests {
         ] {
             let mut g1 = vec![0.0; n];
             let mut g2 = vec![0.0; n];
-            let a = span_generic::<true>(&old, &new, &mask, &mut g1, low, high, coef);
-            let b = span(&old, &new, &mask, &mut g2, low, high, coef);
+            let input = SpanIn {
+                old: &old,
+                new: &new,
+                mask: &mask,
+                low,
+                high,
+                coef,
+            };
+            let a = span_generic::<true>(input, &mut g1);
+            let b = span(input, &mut g2);
             assert_eq!(
                 g1.iter().map(|x| x.to_bits()).collect::<Vec<_>>(),
                 g2.iter().map(|x| x.to_bits()).collect::<Vec<_>>()
