@@ -8,16 +8,10 @@
 
 use criterion::{BatchSize, Criterion, criterion_group, criterion_main};
 use rayon::prelude::*;
-use rulegym::corpus;
-use rulegym::engine::Engine;
 use rulegym::env::Environment;
 use rulegym::env::oracle::replay;
 use rulegym::env::search::{Passage, Retriever, SearchEnv, SearchEnvConfig, SearchTask};
-use rulegym::question::{self, QuestionConfig};
-use rulegym::retrieval::SearchIndex;
-use rulegym::retrieval::docs::Document;
-use rulegym::retrieval::store::{EncoderChoice, IndexKind};
-use rulegym::universe::{Universe, UniverseConfig};
+use rulegym::question::QuestionConfig;
 use std::hint::black_box;
 use std::sync::Arc;
 use std::time::Duration;
@@ -103,42 +97,14 @@ fn step_overhead(c: &mut Criterion) {
     g.finish();
 }
 
-struct Data {
-    universe: Universe,
-    questions: Vec<question::Question>,
-    index: Arc<SearchIndex>,
-}
+#[path = "../tests/support/search.rs"]
+mod search;
 
-fn data(per_template: usize) -> Data {
-    let universe = Universe::generate(&UniverseConfig::default()).unwrap();
-    let engine = Engine::with_facts(&universe.facts()).unwrap();
-    let config = QuestionConfig {
+fn data(per_template: usize) -> search::SearchData {
+    search::search_data(&QuestionConfig {
         per_template,
         ..QuestionConfig::default()
-    };
-    let (questions, _) = question::generate(&universe, &engine, &config).unwrap();
-    let docs: Vec<Document> = corpus::articles(&universe)
-        .iter()
-        .enumerate()
-        .map(|(i, a)| {
-            let r = a.record(i as u32);
-            Document {
-                id: r.id,
-                contents: r.contents,
-            }
-        })
-        .collect();
-    let index = SearchIndex::build(
-        docs,
-        &EncoderChoice::Builtin(Default::default()),
-        IndexKind::Flat,
-    )
-    .unwrap();
-    Data {
-        universe,
-        questions,
-        index: Arc::new(index),
-    }
+    })
 }
 
 fn oracle(c: &mut Criterion) {

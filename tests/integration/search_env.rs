@@ -1,8 +1,6 @@
 //! The search environment: Search-R1 protocol, answer scoring, oracle trajectories, conformance.
 
 use proptest::prelude::*;
-use rulegym::corpus;
-use rulegym::engine::Engine;
 use rulegym::env::Environment;
 use rulegym::env::oracle::replay;
 use rulegym::env::search::{
@@ -10,11 +8,7 @@ use rulegym::env::search::{
     truncate_action,
 };
 use rulegym::question::{self, QuestionConfig};
-use rulegym::retrieval::SearchIndex;
-use rulegym::retrieval::docs::Document;
-use rulegym::retrieval::store::{EncoderChoice, IndexKind};
 use rulegym::reward::answer::{ScoreMode, answer_set, normalize_squad, score};
-use rulegym::universe::{Universe, UniverseConfig};
 use std::sync::{Arc, OnceLock};
 
 /// A retriever that returns fixed passages (unit tests of the protocol only).
@@ -198,42 +192,12 @@ proptest! {
     }
 }
 
-struct Dataset {
-    universe: Universe,
-    questions: Vec<question::Question>,
-    index: Arc<SearchIndex>,
-}
+#[path = "../support/search.rs"]
+mod search;
 
-fn dataset() -> &'static Dataset {
-    static D: OnceLock<Dataset> = OnceLock::new();
-    D.get_or_init(|| {
-        let universe = Universe::generate(&UniverseConfig::default()).unwrap();
-        let engine = Engine::with_facts(&universe.facts()).unwrap();
-        let (questions, _) =
-            question::generate(&universe, &engine, &QuestionConfig::default()).unwrap();
-        let docs: Vec<Document> = corpus::articles(&universe)
-            .iter()
-            .enumerate()
-            .map(|(i, a)| {
-                let r = a.record(i as u32);
-                Document {
-                    id: r.id,
-                    contents: r.contents,
-                }
-            })
-            .collect();
-        let index = SearchIndex::build(
-            docs,
-            &EncoderChoice::Builtin(Default::default()),
-            IndexKind::Flat,
-        )
-        .unwrap();
-        Dataset {
-            universe,
-            questions,
-            index: Arc::new(index),
-        }
-    })
+fn dataset() -> &'static search::SearchData {
+    static D: OnceLock<search::SearchData> = OnceLock::new();
+    D.get_or_init(|| search::search_data(&QuestionConfig::default()))
 }
 
 #[test]
