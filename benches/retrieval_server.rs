@@ -4,12 +4,15 @@
 //! not the named person's article; asserts that every request got a 200.
 //! `cargo bench --features server --bench retrieval_server [-- CLIENTS SECONDS]`
 
-use rulegym::retrieval::server::{ServerConfig, serve};
+use rulegym::retrieval::server::ServerConfig;
 use rulegym::retrieval::{IndexKind, SearchIndex, synthetic};
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
+
+#[path = "../tests/support/server.rs"]
+mod server;
 
 fn main() {
     let args: Vec<String> = std::env::args()
@@ -21,21 +24,7 @@ fn main() {
     let (docs, named) = synthetic::corpus(10_000, 1);
     let index =
         Arc::new(SearchIndex::build(docs, &"builtin".parse().unwrap(), IndexKind::Flat).unwrap());
-    let std_listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    let addr = std_listener.local_addr().unwrap();
-    std_listener.set_nonblocking(true).unwrap();
-    let idx = index.clone();
-    std::thread::spawn(move || {
-        let rt = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(2)
-            .enable_all()
-            .build()
-            .unwrap();
-        rt.block_on(async move {
-            let l = tokio::net::TcpListener::from_std(std_listener).unwrap();
-            serve(l, idx, ServerConfig::default()).await.unwrap();
-        });
-    });
+    let addr = server::start(index.clone(), ServerConfig::default());
     let named = Arc::new(named);
     let deadline = Instant::now() + Duration::from_secs(secs);
     let start = Instant::now();

@@ -1,31 +1,16 @@
 //! Retrieval server on loopback: both request shapes, malformed requests, concurrency.
 #![cfg(feature = "server")]
 
-use rulegym::retrieval::server::{ServerConfig, serve};
+use rulegym::retrieval::server::ServerConfig;
 use rulegym::retrieval::{IndexKind, SearchIndex, synthetic};
 use serde_json::Value;
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::sync::Arc;
 
-/// Starts a server on an ephemeral loopback port in a background runtime.
-pub fn start(index: Arc<SearchIndex>, cfg: ServerConfig) -> SocketAddr {
-    let std_listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    let addr = std_listener.local_addr().unwrap();
-    std_listener.set_nonblocking(true).unwrap();
-    std::thread::spawn(move || {
-        let rt = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(2)
-            .enable_all()
-            .build()
-            .unwrap();
-        rt.block_on(async move {
-            let listener = tokio::net::TcpListener::from_std(std_listener).unwrap();
-            serve(listener, index, cfg).await.unwrap();
-        });
-    });
-    addr
-}
+#[path = "../support/server.rs"]
+mod server;
+pub use server::start;
 
 /// One HTTP/1.1 request with `Connection: close`; returns (status, body).
 pub fn http(addr: SocketAddr, method: &str, path: &str, body: &str) -> (u16, String) {
