@@ -11,6 +11,7 @@ use super::RetrievalError;
 use super::kernel::{self, BLOCK, Isa};
 use super::topk::{Hit, TopK};
 use rayon::prelude::*;
+use std::ops::ControlFlow;
 
 /// Blocks of 16 rows per cache chunk (at d = 384: 384 KiB, fits L2).
 const CHUNK_BLOCKS: usize = 16;
@@ -54,6 +55,30 @@ pub(crate) fn validate_vectors(data: &[f32], dim: usize, what: &str) -> Result<(
         }
     }
     Ok(())
+}
+
+/// The checks and trivial answers every exact search starts with, over an index of `rows`
+/// vectors of `dim`: `k == 0` and malformed or non-finite queries are errors; with no query, or
+/// no row (one empty hit list per query), the answer is [`ControlFlow::Break`]; otherwise the
+/// number of queries is [`ControlFlow::Continue`].
+pub(crate) fn begin_search(
+    queries: &[f32],
+    dim: usize,
+    rows: usize,
+    k: usize,
+) -> Result<ControlFlow<Vec<Vec<Hit>>, usize>, RetrievalError> {
+    if k == 0 {
+        return Err(RetrievalError::InvalidK(0));
+    }
+    validate_vectors(queries, dim, "query")?;
+    let m = queries.len() / dim;
+    Ok(if m == 0 {
+        ControlFlow::Break(Vec::new())
+    } else if rows == 0 {
+        ControlFlow::Break(vec![Vec::new(); m])
+    } else {
+        ControlFlow::Continue(m)
+    })
 }
 
 impl FlatIndex {
@@ -174,17 +199,10 @@ impl FlatIndex {
         k: usize,
         threads: usize,
     ) -> Result<Vec<Vec<Hit>>, RetrievalError> {
-        if k == 0 {
-            return Err(RetrievalError::InvalidK(0));
-        }
-        validate_vectors(queries, self.dim, "query")?;
-        let m = queries.len() / self.dim;
-        if m == 0 {
-            return Ok(Vec::new());
-        }
-        if self.len == 0 {
-            return Ok(vec![Vec::new(); m]);
-        }
+        let m = match begin_search(queries, self.dim, self.len, k)? {
+            ControlFlow::Continue(m) => m,
+            ControlFlow::Break(hits) => return Ok(hits),
+        };
         let blocks = self.len.div_ceil(BLOCK);
         let work = m.saturating_mul(self.len).saturating_mul(self.dim);
         let parts = if work < PARALLEL_MIN_WORK {

@@ -19,10 +19,10 @@
 //! ties resolve to the lowest index on both paths.
 
 use super::RetrievalError;
-use super::flat::{FlatIndex, validate_vectors};
+use super::flat::{FlatIndex, begin_search};
 use super::topk::Hit;
 use crate::gpu::{GpuContext, chunks};
-use std::ops::Range;
+use std::ops::{ControlFlow, Range};
 
 /// Rows per workgroup tile (must match `TILE` in the shader).
 const TILE: usize = 2048;
@@ -113,17 +113,10 @@ impl<'a> GpuFlatIndex<'a> {
     /// the number of rows returns every row. Errors: `k == 0`, `min(k, rows)` above [`MAX_K`],
     /// malformed or non-finite queries, and GPU failures.
     pub fn search(&self, queries: &[f32], k: usize) -> Result<Vec<Vec<Hit>>, RetrievalError> {
-        if k == 0 {
-            return Err(RetrievalError::InvalidK(0));
-        }
-        validate_vectors(queries, self.dim, "query")?;
-        let m = queries.len() / self.dim;
-        if m == 0 {
-            return Ok(Vec::new());
-        }
-        if self.len == 0 {
-            return Ok(vec![Vec::new(); m]);
-        }
+        let m = match begin_search(queries, self.dim, self.len, k)? {
+            ControlFlow::Continue(m) => m,
+            ControlFlow::Break(hits) => return Ok(hits),
+        };
         let k = k.min(self.len);
         if k > MAX_K {
             return Err(RetrievalError::Config(format!(
