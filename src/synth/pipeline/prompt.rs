@@ -15,12 +15,32 @@ pub struct Prompt {
 }
 
 impl Prompt {
-    /// The template with every `{{name}}` replaced by its value.
+    /// The template with every `{{name}}` of `vars` replaced by its value, in one pass: a value
+    /// that itself contains `{{...}}` (a persona, an LLM's task text) is inserted verbatim.
     pub fn render(&self, vars: &[(&str, &str)]) -> String {
-        let mut out = self.text.to_owned();
-        for (name, value) in vars {
-            out = out.replace(&format!("{{{{{name}}}}}"), value);
+        let mut out = String::with_capacity(self.text.len());
+        let mut rest = self.text;
+        while let Some(start) = rest.find("{{") {
+            let after = &rest[start + 2..];
+            let value = after.find("}}").and_then(|end| {
+                let name = &after[..end];
+                vars.iter()
+                    .find(|(n, _)| *n == name)
+                    .map(|(_, v)| (*v, end + 2))
+            });
+            match value {
+                Some((value, skip)) => {
+                    out.push_str(&rest[..start]);
+                    out.push_str(value);
+                    rest = &after[skip..];
+                }
+                None => {
+                    out.push_str(&rest[..start + 2]);
+                    rest = after;
+                }
+            }
         }
+        out.push_str(rest);
         out
     }
 
@@ -126,5 +146,27 @@ mod tests {
         }
         let r = DRAFT.render(&[("persona", "a baker")]);
         assert!(r.contains("a baker") && !r.contains("{{"));
+    }
+
+    #[test]
+    fn values_are_inserted_verbatim_not_rendered_again() {
+        let p = Prompt {
+            version: "t.v1",
+            text: "A {{persona}} B {{task}} C {{unknown}} D {{",
+        };
+        let r = p.render(&[("persona", "baker of {{task}}"), ("task", "bread")]);
+        assert_eq!(r, "A baker of {{task}} B bread C {{unknown}} D {{");
+        // Same bytes as plain substitution when no value holds a placeholder.
+        let vars = [
+            ("task", "t"),
+            ("workflow", "1. w"),
+            ("forbidden", "f"),
+            ("tools", "x"),
+        ];
+        let mut plain = TOOLS.text.to_owned();
+        for (name, value) in vars {
+            plain = plain.replace(&format!("{{{{{name}}}}}"), value);
+        }
+        assert_eq!(TOOLS.render(&vars), plain);
     }
 }
