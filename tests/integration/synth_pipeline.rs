@@ -710,3 +710,38 @@ fn cli_replays_a_recorded_run_offline() {
     assert!(!o.status.success());
     assert!(String::from_utf8_lossy(&o.stderr).contains("--endpoint is required"));
 }
+
+#[test]
+fn edited_filter_records_cannot_write_outside_the_output_or_default_mapping_arguments() {
+    let root = tempfile::tempdir().unwrap();
+    let config = PipelineConfig {
+        stages: vec![Stage::Filter],
+        replay_only: true,
+        ..config(root.path(), "cache", 1)
+    };
+    std::fs::create_dir_all(&config.out).unwrap();
+    std::fs::write(config.out.join("rubric.jsonl"), "").unwrap();
+    // Records already in filter.jsonl are done: they go straight to tasks.jsonl and mappings/.
+    let record = |id: &str, args: &str| {
+        json!({"id": id, "persona": "p", "rubric": {},
+               "mapping": [{"tool": "t", "args": args, "response": {"ok": true}}]})
+        .to_string()
+            + "\n"
+    };
+    std::fs::write(config.out.join("filter.jsonl"), record("../escaped", "{}")).unwrap();
+    let err = pipeline::run(&config, None, None).unwrap_err();
+    assert!(
+        matches!(&err, PipelineError::Input { stage: "filter", message } if message.contains("../escaped")),
+        "{err}"
+    );
+    assert!(!config.out.join("escaped.json").exists());
+    assert!(!config.out.join("tasks.jsonl").exists());
+
+    std::fs::write(config.out.join("filter.jsonl"), record("ok-1", "{\"a\":")).unwrap();
+    let err = pipeline::run(&config, None, None).unwrap_err();
+    assert!(
+        matches!(&err, PipelineError::Input { stage: "filter", message } if message.contains("not JSON")),
+        "{err}"
+    );
+    assert!(!config.out.join("mappings").join("ok-1.json").exists());
+}

@@ -116,15 +116,22 @@ pub(super) fn run(ctx: &Ctx, item: &SynthItem) -> Result<Outcome, ItemError> {
 pub(super) fn write_outputs(ctx: &Ctx, items: &[SynthItem]) -> Result<usize, PipelineError> {
     let out = &ctx.config.out;
     let mut lines = String::new();
+    let bad = |message: String| PipelineError::Input {
+        stage: Stage::Filter.name(),
+        message: format!("{}: {message}", out_path(out, Stage::Filter).display()),
+    };
     for item in items {
-        let rubric = item.rubric.clone().ok_or_else(|| PipelineError::Input {
-            stage: Stage::Filter.name(),
-            message: format!(
-                "{}: record {} has no rubric",
-                out_path(out, Stage::Filter).display(),
+        // The id names a file under `mappings/`: one from an edited stage file must not escape.
+        if !super::valid_item_id(&item.id) {
+            return Err(bad(format!(
+                "record id {:?} must be 1-128 of [A-Za-z0-9_.:-]",
                 item.id
-            ),
-        })?;
+            )));
+        }
+        let rubric = item
+            .rubric
+            .clone()
+            .ok_or_else(|| bad(format!("record {} has no rubric", item.id)))?;
         let task = item.to_task(rubric, ctx.config.max_turns);
         let line = serde_json::to_string(&task).map_err(|e| io_error(out, "serialising", e))?;
         lines.push_str(&line);
@@ -142,7 +149,12 @@ pub(super) fn write_outputs(ctx: &Ctx, items: &[SynthItem]) -> Result<usize, Pip
         let sim = MappingSimulator::new(&item.id, Some(path.clone()), None, config)
             .map_err(|e| io_error(&path, "writing", e))?;
         for entry in &item.mapping {
-            let args = serde_json::from_str(&entry.args).unwrap_or_default();
+            let args: serde_json::Value = serde_json::from_str(&entry.args).map_err(|e| {
+                bad(format!(
+                    "record {}: mapping arguments of {} are not JSON: {e}",
+                    item.id, entry.tool
+                ))
+            })?;
             sim.insert(&entry.tool, &args, entry.response.clone())
                 .map_err(|e| io_error(&path, "writing", e))?;
         }
