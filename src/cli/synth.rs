@@ -76,6 +76,17 @@ pub struct Args {
     quiet: bool,
 }
 
+/// The API key in the environment variable `var` (an unset or empty variable is an error, not
+/// an unauthenticated run).
+fn api_key(var: &str) -> Result<String> {
+    match std::env::var(var) {
+        Ok(key) if !key.trim().is_empty() => Ok(key),
+        _ => Err(crate::Error::Config(format!(
+            "--api-key-env {var}: the variable is not set or empty"
+        ))),
+    }
+}
+
 /// Runs `rulegym synth`.
 pub fn run(args: Args) -> Result<()> {
     let stages = if args.stages.is_empty() {
@@ -119,7 +130,7 @@ pub fn run(args: Args) -> Result<()> {
         (_, true) => None,
         (Some(endpoint), false) => Some(Arc::new(OpenAiBackend::new(OpenAiConfig {
             endpoint: endpoint.clone(),
-            api_key: args.api_key_env.and_then(|var| std::env::var(var).ok()),
+            api_key: args.api_key_env.as_deref().map(api_key).transpose()?,
             timeout: Duration::from_secs(300),
             max_concurrency: config.concurrency.max(1) * 2,
             ..OpenAiConfig::default()

@@ -745,3 +745,31 @@ fn edited_filter_records_cannot_write_outside_the_output_or_default_mapping_argu
     );
     assert!(!config.out.join("mappings").join("ok-1.json").exists());
 }
+
+#[test]
+fn cli_refuses_an_unset_api_key_variable() {
+    let root = tempfile::tempdir().unwrap();
+    let o = std::process::Command::new(env!("CARGO_BIN_EXE_rulegym"))
+        .args([
+            "synth",
+            "--model",
+            "m",
+            "--endpoint",
+            "http://127.0.0.1:9/v1",
+            "-q",
+        ])
+        .args(["--api-key-env", "RULEGYM_TEST_NO_SUCH_KEY_VAR"])
+        .arg("--personas")
+        .arg(personas_fixture())
+        .arg("--out")
+        .arg(root.path().join("out"))
+        .env_remove("RULEGYM_TEST_NO_SUCH_KEY_VAR")
+        .output()
+        .unwrap();
+    assert!(!o.status.success());
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        stderr.contains("RULEGYM_TEST_NO_SUCH_KEY_VAR") && stderr.contains("not set"),
+        "{stderr}"
+    );
+}
