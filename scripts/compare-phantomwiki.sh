@@ -12,7 +12,7 @@
 # Usage: scripts/compare-phantomwiki.sh
 # Env:   CONFIGS="100:10 100:100 1000:100" (trees:questions-per-template), RULEGYM_RUNS=3,
 #        PEER_RUNS=1, PW_VENV=/tmp/pwvenv, PYTHON312=/root/.pyenv/versions/3.12.1/bin/python,
-#        WORK=/tmp/compare-phantomwiki, VERIFY=1
+#        WORK=/tmp/compare-phantomwiki, VERIFY=1, RULEGYM=path/to/rulegym (default: build it)
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
@@ -43,8 +43,10 @@ PEER_VERSION="$("$PW_VENV/bin/pip" show phantom-wiki | awk '/^Version/ {print $2
 SWI_VERSION="$(swipl --version | awk '{print $3}')"
 
 # --- rulegym ----------------------------------------------------------------------------------
-(cd "$ROOT" && cargo build --release --quiet)
-RULEGYM="$ROOT/target/release/rulegym"
+if [ -z "${RULEGYM:-}" ]; then
+    (cd "$ROOT" && cargo build --release --quiet)
+    RULEGYM="$ROOT/target/release/rulegym"
+fi
 
 mkdir -p "$WORK"
 median() { sort -g | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
