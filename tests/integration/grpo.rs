@@ -1,6 +1,7 @@
 //! GRPO math: hand-computed cases, error handling, and properties (proptest, bounded cases).
 #![allow(clippy::needless_range_loop)] // index loops mirror the math
 
+use super::cli;
 use proptest::prelude::*;
 use rulegym::grpo::{
     Aggregation, GrpoConfig, GrpoError, GrpoStats, StdKind, TokenBatch, group_advantages,
@@ -894,15 +895,13 @@ fn cli_grpo_matches_library() {
         "config": {"clip-high": 1.0, "aggregation": "seq-mean-token-mean"}
     });
     std::fs::write(&path, doc.to_string()).unwrap();
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_rulegym"))
-        .args(["grpo", "--input", path.to_str().unwrap(), "--device", "cpu"])
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let out = cli::run_ok(cli::rulegym().args([
+        "grpo",
+        "--input",
+        path.to_str().unwrap(),
+        "--device",
+        "cpu",
+    ]));
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     let cfg = GrpoConfig {
         clip_high: 1.0,
@@ -940,10 +939,7 @@ fn cli_grpo_matches_library() {
         .replace("[1, 1, 0]", "[1, 2, 0]")
         .replace("[1,1,0]", "[1,2,0]");
     std::fs::write(&path, bad).unwrap();
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_rulegym"))
-        .args(["grpo", "--input", path.to_str().unwrap()])
-        .output()
-        .unwrap();
+    let out = cli::run(cli::rulegym().args(["grpo", "--input", path.to_str().unwrap()]));
     assert!(!out.status.success());
     assert!(
         String::from_utf8_lossy(&out.stderr).contains("mask[0][1] = 2"),

@@ -2,11 +2,11 @@
 //! mode) gets the same answer set from rulegym's engine and rule base on the imported universe,
 //! and rulegym's articles state the same sentences and facts. Fixtures: tests/fixtures/PHANTOMWIKI.md.
 
+use super::cli::{rulegym, run, run_ok};
 use rulegym::dataset::phantomwiki::{DirReport, PwDir, compile_query, read_dir, verify_dir};
 use rulegym::relations::RELATIONS;
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
 fn fixture(name: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -115,16 +115,10 @@ fn a_changed_answer_is_a_disagreement() {
 
 #[test]
 fn cli_prints_the_summary_and_fails_on_disagreement() {
-    let bin = env!("CARGO_BIN_EXE_rulegym");
-    let ok = Command::new(bin)
-        .args(["phantomwiki", "verify", "--compact"])
-        .arg(fixture(FIXTURES[0]))
-        .output()
-        .unwrap();
-    assert!(
-        ok.status.success(),
-        "{}",
-        String::from_utf8_lossy(&ok.stderr)
+    let ok = run_ok(
+        rulegym()
+            .args(["phantomwiki", "verify", "--compact"])
+            .arg(fixture(FIXTURES[0])),
     );
     let json: serde_json::Value = serde_json::from_slice(&ok.stdout).unwrap();
     assert_eq!(json["questions"], 380);
@@ -142,11 +136,9 @@ fn cli_prints_the_summary_and_fails_on_disagreement() {
     let mut questions: serde_json::Value = serde_json::from_str(&text).unwrap();
     questions[3]["answer"] = serde_json::json!(["Nobody Atall"]);
     std::fs::write(dir.path().join("questions.json"), questions.to_string()).unwrap();
-    let bad = Command::new(bin)
+    let bad = run(rulegym()
         .args(["phantomwiki", "verify", "--compact"])
-        .arg(dir.path())
-        .output()
-        .unwrap();
+        .arg(dir.path()));
     assert_eq!(bad.status.code(), Some(1));
     let json: serde_json::Value = serde_json::from_slice(&bad.stdout).unwrap();
     assert_eq!(json["disagree"], 1);
@@ -154,11 +146,9 @@ fn cli_prints_the_summary_and_fails_on_disagreement() {
     assert!(String::from_utf8_lossy(&bad.stderr).contains("1 of 380 questions disagree"));
 
     // A missing directory is an error, not a panic.
-    let missing = Command::new(bin)
+    let missing = run(rulegym()
         .args(["phantomwiki", "verify"])
-        .arg(dir.path().join("nope"))
-        .output()
-        .unwrap();
+        .arg(dir.path().join("nope")));
     assert_eq!(missing.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&missing.stderr).contains("facts.pl"));
 }

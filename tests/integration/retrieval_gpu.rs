@@ -1,6 +1,7 @@
 //! GPU flat search (WGSL through wgpu) against the CPU flat index: exact indices, scores within
 //! the rounding bound, ties, multi-chunk bindings, bad input, and the no-adapter error.
 
+use super::cli::{rulegym, run, run_ok};
 use rand::Rng;
 use rulegym::gpu::{GpuContext, GpuError};
 use rulegym::retrieval::gpu::{GpuFlatIndex, MAX_K, score_tolerance};
@@ -207,33 +208,27 @@ fn gpu_search_without_adapter_is_a_clear_error() {
     )
     .unwrap();
     let idx = dir.path().join("i.idx");
-    let bin = env!("CARGO_BIN_EXE_rulegym");
-    let st = std::process::Command::new(bin)
-        .args(["index", "--corpus"])
-        .arg(&corpus)
-        .arg("--out")
-        .arg(&idx)
-        .status()
-        .unwrap();
-    assert!(st.success());
-    let out = std::process::Command::new(bin)
+    run_ok(
+        rulegym()
+            .args(["index", "--corpus"])
+            .arg(&corpus)
+            .arg("--out")
+            .arg(&idx),
+    );
+    let out = run(rulegym()
         .args(["search", "--gpu", "--index"])
         .arg(&idx)
         .arg("tea")
-        .env("WGPU_BACKEND", "metal")
-        .output()
-        .unwrap();
+        .env("WGPU_BACKEND", "metal"));
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(!out.status.success(), "stderr: {err}");
     assert!(err.contains("no GPU adapter"), "stderr: {err}");
     assert!(!err.contains("panicked"), "stderr: {err}");
     if context("rulegym search --gpu with an adapter").is_some() {
-        let out = std::process::Command::new(bin)
+        let out = run(rulegym()
             .args(["search", "--gpu", "--topk", "1", "--index"])
             .arg(&idx)
-            .arg("tea")
-            .output()
-            .unwrap();
+            .arg("tea"));
         let text = String::from_utf8_lossy(&out.stdout);
         assert!(out.status.success() && text.contains("id=1"), "{text}");
     }

@@ -1,6 +1,7 @@
 //! HNSW index (feature `hnsw`): recall@10 against the exact flat index on clustered vectors,
 //! reproducible sequential builds, validated parameters, index files and the CLI.
 
+use super::cli::{rulegym, run, run_ok};
 use rulegym::retrieval::hnsw::{HnswIndex, HnswParams, recall_at_k};
 use rulegym::retrieval::{FlatIndex, IndexKind, SearchIndex, synthetic};
 use std::time::Instant;
@@ -138,38 +139,26 @@ fn hnsw_index_file_round_trip_and_cli() {
         .map(|d| serde_json::json!({"id": d.id, "contents": d.contents}).to_string())
         .collect();
     std::fs::write(&jsonl, lines.join("\n")).unwrap();
-    let bin = env!("CARGO_BIN_EXE_rulegym");
-    let run = |extra: &[&str]| {
-        std::process::Command::new(bin)
-            .args(["index", "--kind", "hnsw", "--corpus"])
+    let index = |extra: &[&str]| {
+        let mut cmd = rulegym();
+        cmd.args(["index", "--kind", "hnsw", "--corpus"])
             .arg(&jsonl)
             .arg("--out")
             .arg(dir.path().join("cli.idx"))
-            .args(extra)
-            .output()
-            .unwrap()
+            .args(extra);
+        cmd
     };
-    let ok = run(&[]);
-    assert!(
-        ok.status.success(),
-        "{}",
-        String::from_utf8_lossy(&ok.stderr)
-    );
-    let bad = run(&["--hnsw-m", "300"]);
+    run_ok(&mut index(&[]));
+    let bad = run(&mut index(&["--hnsw-m", "300"]));
     let err = String::from_utf8_lossy(&bad.stderr);
     assert!(
         !bad.status.success() && err.contains("outside 2..=256"),
         "{err}"
     );
-    let out = std::process::Command::new(bin)
-        .args(["search", "--topk", "2", "--index"])
-        .arg(dir.path().join("cli.idx"))
-        .arg(&corpus[7].contents[..20])
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
+    run_ok(
+        rulegym()
+            .args(["search", "--topk", "2", "--index"])
+            .arg(dir.path().join("cli.idx"))
+            .arg(&corpus[7].contents[..20]),
     );
 }

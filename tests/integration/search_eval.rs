@@ -2,6 +2,8 @@
 //! the oracle policy (replies from the proof-derived oracle trajectories) scores F1 = 1, a garbage
 //! policy scores 0, injected 429/503s are retried, a dead endpoint fails loudly.
 
+use super::cli;
+use rulegym::dataset::jsonl::read_jsonl;
 use rulegym::dataset::load_universe;
 use rulegym::env::eval::{EvalReport, completions_url, restore_stop};
 use rulegym::env::oracle::replay;
@@ -13,7 +15,6 @@ use std::collections::HashMap;
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
 use std::path::Path;
-use std::process::Command;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
@@ -146,7 +147,7 @@ fn serve(script: Arc<Script>) -> String {
 }
 
 fn rulegym(args: &[&str], paths: &[(&str, &Path)]) -> std::process::Output {
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_rulegym"));
+    let mut cmd = cli::rulegym();
     cmd.args(args);
     for (flag, path) in paths {
         cmd.arg(flag).arg(path);
@@ -189,11 +190,7 @@ fn eval(
 fn read_report(out: &Path) -> (EvalReport, Vec<Value>) {
     let report: EvalReport =
         serde_json::from_slice(&std::fs::read(out.join("report.json")).unwrap()).unwrap();
-    let lines = std::fs::read_to_string(out.join("trajectories.jsonl"))
-        .unwrap()
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect();
+    let lines = read_jsonl(&out.join("trajectories.jsonl")).unwrap();
     (report, lines)
 }
 
@@ -202,18 +199,7 @@ fn eval_end_to_end_oracle_one_garbage_zero() {
     let dir = tempfile::tempdir().unwrap();
     let data = dir.path().join("data");
     let index = dir.path().join("index.bin");
-    let o = rulegym(
-        &[
-            "generate",
-            "--quiet",
-            "--num-family-trees",
-            "5",
-            "--seed",
-            "3",
-        ],
-        &[("--out", &data)],
-    );
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    cli::generate_small(&data);
     let o = rulegym(
         &["index"],
         &[
@@ -223,11 +209,7 @@ fn eval_end_to_end_oracle_one_garbage_zero() {
     );
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     let universe = load_universe(&data).unwrap();
-    let questions: Vec<Question> = std::fs::read_to_string(data.join("questions.jsonl"))
-        .unwrap()
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect();
+    let questions: Vec<Question> = read_jsonl(&data.join("questions.jsonl")).unwrap();
     let retriever: Arc<dyn Retriever> = Arc::new(SearchIndex::load(&index).unwrap());
     let mut oracle = HashMap::new();
     for q in &questions {

@@ -1,6 +1,8 @@
 //! `rulegym export`: verl and SkyRL rows of the search tasks, read back from parquet (in Rust and,
 //! when the test venv exists, with pyarrow) and JSONL.
 
+use super::cli;
+use rulegym::dataset::jsonl::read_jsonl;
 use rulegym::env::export::{
     ExportFormat, ExportOptions, export, read_parquet_json, row_json, rows,
 };
@@ -10,25 +12,8 @@ use std::path::Path;
 use std::process::Command;
 
 fn generate(dir: &Path) -> Vec<Question> {
-    let status = Command::new(env!("CARGO_BIN_EXE_rulegym"))
-        .args([
-            "generate",
-            "--quiet",
-            "--num-family-trees",
-            "5",
-            "--seed",
-            "3",
-            "--out",
-        ])
-        .arg(dir)
-        .status()
-        .unwrap();
-    assert!(status.success());
-    std::fs::read_to_string(dir.join("questions.jsonl"))
-        .unwrap()
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect()
+    cli::generate_small(dir);
+    read_jsonl(&dir.join("questions.jsonl")).unwrap()
 }
 
 fn check_row(row: &Value, q: &Question, i: usize, format: ExportFormat) {
@@ -105,32 +90,25 @@ fn export_verl_and_skyrl_rows_read_back() {
             check_row(row, q, i, format);
         }
         // CLI: same bytes as the library; --split filters.
-        let cli = dir.path().join(format!("cli-{name}.parquet"));
-        let out = Command::new(env!("CARGO_BIN_EXE_rulegym"))
-            .args(["export", "--format", &name, "--dataset"])
-            .arg(&data)
-            .arg("--out")
-            .arg(&cli)
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
+        let cli_out = dir.path().join(format!("cli-{name}.parquet"));
+        cli::run_ok(
+            cli::rulegym()
+                .args(["export", "--format", &name, "--dataset"])
+                .arg(&data)
+                .arg("--out")
+                .arg(&cli_out),
         );
-        assert_eq!(std::fs::read(&cli).unwrap(), std::fs::read(&pq).unwrap());
+        assert_eq!(
+            std::fs::read(&cli_out).unwrap(),
+            std::fs::read(&pq).unwrap()
+        );
         let val = dir.path().join(format!("val-{name}.jsonl"));
-        let out = Command::new(env!("CARGO_BIN_EXE_rulegym"))
-            .args(["export", "--split", "val", "--format", &name, "--dataset"])
-            .arg(&data)
-            .arg("--out")
-            .arg(&val)
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
+        cli::run_ok(
+            cli::rulegym()
+                .args(["export", "--split", "val", "--format", &name, "--dataset"])
+                .arg(&data)
+                .arg("--out")
+                .arg(&val),
         );
         let n_val = questions.iter().filter(|q| q.split == "val").count();
         let text = std::fs::read_to_string(&val).unwrap();
@@ -161,13 +139,13 @@ fn export_verl_and_skyrl_rows_read_back() {
         }
     }
     // Bad format: an error naming it.
-    let out = Command::new(env!("CARGO_BIN_EXE_rulegym"))
-        .args(["export", "--format", "trl", "--dataset"])
-        .arg(&data)
-        .arg("--out")
-        .arg(dir.path().join("x.parquet"))
-        .output()
-        .unwrap();
+    let out = cli::run(
+        cli::rulegym()
+            .args(["export", "--format", "trl", "--dataset"])
+            .arg(&data)
+            .arg("--out")
+            .arg(dir.path().join("x.parquet")),
+    );
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("unknown export format"));
 }

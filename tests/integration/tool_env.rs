@@ -2,6 +2,7 @@
 //! validation, persistence), the rule-based user, routing and protocols, and end-to-end runs of
 //! scripted agents behind a local OpenAI-compatible HTTP server.
 
+use super::cli;
 use super::tool_rubric::trip_task;
 use rulegym::env::Environment;
 use rulegym::env::tool::{
@@ -654,17 +655,12 @@ fn cli_scores_a_saved_conversation() {
     let tasks = dir.path().join("tasks.jsonl");
     let task: Value = serde_json::from_str(include_str!("../fixtures/tools/trip.json")).unwrap();
     std::fs::write(&tasks, format!("{task}\n")).unwrap();
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_rulegym"))
-        .args(["tools", "score", "--tasks"])
-        .arg(&tasks)
-        .args(["--id", "trip-oslo-1", "--trajectory"])
-        .arg(&traj)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
+    let out = cli::run_ok(
+        cli::rulegym()
+            .args(["tools", "score", "--tasks"])
+            .arg(&tasks)
+            .args(["--id", "trip-oslo-1", "--trajectory"])
+            .arg(&traj),
     );
     let v: Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(v["reward"], 1.0);
@@ -690,23 +686,22 @@ fn cli_plays_tasks_and_replays_them_offline() {
     std::fs::write(&tasks, format!("{task}\n")).unwrap();
     let out = dir.path().join("out");
     let run = |extra: &[&str]| {
-        let o = std::process::Command::new(env!("CARGO_BIN_EXE_rulegym"))
-            .args(["tools", "play", "--tasks"])
-            .arg(&tasks)
-            .args([
-                "--endpoint",
-                &endpoint,
-                "--model",
-                "scripted",
-                "--seed",
-                "7",
-                "--out",
-            ])
-            .arg(&out)
-            .args(extra)
-            .output()
-            .unwrap();
-        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        cli::run_ok(
+            cli::rulegym()
+                .args(["tools", "play", "--tasks"])
+                .arg(&tasks)
+                .args([
+                    "--endpoint",
+                    &endpoint,
+                    "--model",
+                    "scripted",
+                    "--seed",
+                    "7",
+                    "--out",
+                ])
+                .arg(&out)
+                .args(extra),
+        );
         std::fs::read_to_string(out.join("trajectories.jsonl")).unwrap()
     };
     let first = run(&[]);

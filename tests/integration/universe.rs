@@ -1,5 +1,6 @@
 //! Universes: invariants over many seeds, articles entailed by the engine, golden bytes.
 
+use super::cli;
 use proptest::prelude::*;
 use rulegym::corpus::{self, ARTICLE_RELATIONS};
 use rulegym::dataset::{sha256_hex, universe_files};
@@ -424,21 +425,7 @@ fn default_dataset_bytes_are_golden_for_any_thread_count() {
 fn cli_writes_a_verified_dataset_atomically() {
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("demo");
-    let bin = env!("CARGO_BIN_EXE_rulegym");
-    let status = std::process::Command::new(bin)
-        .args([
-            "generate",
-            "--quiet",
-            "--num-family-trees",
-            "5",
-            "--seed",
-            "3",
-            "--out",
-        ])
-        .arg(&out)
-        .status()
-        .unwrap();
-    assert!(status.success());
+    cli::generate_small(&out);
     let manifest: serde_json::Value =
         serde_json::from_slice(&std::fs::read(out.join("manifest.json")).unwrap()).unwrap();
     assert_eq!(manifest["config"]["seed"], 3);
@@ -447,24 +434,24 @@ fn cli_writes_a_verified_dataset_atomically() {
         assert_eq!(sha256_hex(&bytes), hash.as_str().unwrap(), "{file}");
     }
     // Refuses to overwrite without --force; bad flags fail with a message; nothing half-written.
-    let again = std::process::Command::new(bin)
-        .args(["generate", "--quiet", "--out"])
-        .arg(&out)
-        .output()
-        .unwrap();
+    let again = cli::run(
+        cli::rulegym()
+            .args(["generate", "--quiet", "--out"])
+            .arg(&out),
+    );
     assert!(!again.status.success());
     assert!(String::from_utf8_lossy(&again.stderr).contains("--force"));
-    let bad = std::process::Command::new(bin)
-        .args([
-            "generate",
-            "--quiet",
-            "--max-family-tree-depth",
-            "0",
-            "--out",
-        ])
-        .arg(dir.path().join("bad"))
-        .output()
-        .unwrap();
+    let bad = cli::run(
+        cli::rulegym()
+            .args([
+                "generate",
+                "--quiet",
+                "--max-family-tree-depth",
+                "0",
+                "--out",
+            ])
+            .arg(dir.path().join("bad")),
+    );
     assert!(!bad.status.success());
     assert!(String::from_utf8_lossy(&bad.stderr).contains("max_family_tree_depth"));
     assert!(!dir.path().join("bad").exists());
