@@ -151,25 +151,10 @@ fn loss_inner(
     config: &GrpoConfig,
     grad: &mut [f32],
 ) -> Result<GrpoStats, GrpoError> {
-    config.validate()?;
+    super::check_loss_shapes(batch, config, Some(adv.len()), grad.len())?;
     let layout = batch.layout;
     let seqs = layout.sequences();
-    if seqs == 0 {
-        return Err(GrpoError::Empty("batch has no sequence".into()));
-    }
-    if adv.len() != seqs {
-        return Err(GrpoError::Shape(format!(
-            "{} advantages for {seqs} sequences",
-            adv.len()
-        )));
-    }
     let n = layout.tokens();
-    if grad.len() != n {
-        return Err(GrpoError::Shape(format!(
-            "grad buffer has {} entries, batch has {n} tokens",
-            grad.len()
-        )));
-    }
     if let Some(i) = adv.iter().position(|a| !a.is_finite()) {
         return Err(GrpoError::NonFinite(format!(
             "advantages[{i}] = {}",

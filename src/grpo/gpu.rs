@@ -219,20 +219,11 @@ impl<'a> GpuGrpo<'a> {
         config: &GrpoConfig,
         grad: &mut [f32],
     ) -> Result<GrpoStats, GrpoError> {
-        config.validate()?;
+        super::check_loss_shapes(batch, config, None, grad.len())?;
         let ctx = self.ctx;
         let layout = batch.layout;
         let seqs = layout.sequences();
         let n = layout.tokens();
-        if seqs == 0 {
-            return Err(GrpoError::Empty("batch has no sequence".into()));
-        }
-        if grad.len() != n {
-            return Err(GrpoError::Shape(format!(
-                "grad buffer has {} entries, batch has {n} tokens",
-                grad.len()
-            )));
-        }
         // Chunks of tokens (4-token aligned so mask bytes pack into words) and their items.
         let ranges: Vec<_> = chunks(n, 4, ctx.max_binding_bytes(), 256).collect();
         let mut items: Vec<Vec<[u32; 4]>> = Vec::with_capacity(ranges.len());

@@ -415,6 +415,36 @@ pub(crate) fn check_rewards(
     Ok(())
 }
 
+/// Checks the config and the shapes of a loss call: at least one sequence, `advantages`
+/// (when given; the GPU path checks its advantages before uploading them) one per sequence,
+/// `grad` one entry per token. Shared by the CPU and GPU paths.
+pub(crate) fn check_loss_shapes(
+    batch: &TokenBatch<'_>,
+    config: &GrpoConfig,
+    advantages: Option<usize>,
+    grad: usize,
+) -> Result<(), GrpoError> {
+    config.validate()?;
+    let seqs = batch.layout.sequences();
+    if seqs == 0 {
+        return Err(GrpoError::Empty("batch has no sequence".into()));
+    }
+    if let Some(adv) = advantages
+        && adv != seqs
+    {
+        return Err(GrpoError::Shape(format!(
+            "{adv} advantages for {seqs} sequences"
+        )));
+    }
+    let n = batch.layout.tokens();
+    if grad != n {
+        return Err(GrpoError::Shape(format!(
+            "grad buffer has {grad} entries, batch has {n} tokens"
+        )));
+    }
+    Ok(())
+}
+
 /// Advantages, loss, gradient and metrics in one call on the CPU (allocates the outputs).
 /// `rewards` has one entry per sequence, in groups of `group_size` consecutive sequences.
 pub fn grpo_step(
