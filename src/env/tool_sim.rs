@@ -218,6 +218,20 @@ struct MapState {
     in_flight: BTreeMap<Key, Arc<Mutex<()>>>,
 }
 
+impl MapState {
+    /// The entries as file records, in canonical (key) order.
+    fn entry_list(&self) -> Vec<MappingEntry> {
+        self.entries
+            .iter()
+            .map(|((tool, args), response)| MappingEntry {
+                tool: tool.clone(),
+                args: args.clone(),
+                response: response.clone(),
+            })
+            .collect()
+    }
+}
+
 /// The per-task mapping simulator. `Sync`: share one per task across rollouts.
 pub struct MappingSimulator {
     task: String,
@@ -269,15 +283,7 @@ impl MappingSimulator {
 
     /// All entries in canonical order.
     pub fn entries(&self) -> Vec<MappingEntry> {
-        self.lock()
-            .entries
-            .iter()
-            .map(|((tool, args), response)| MappingEntry {
-                tool: tool.clone(),
-                args: args.clone(),
-                response: response.clone(),
-            })
-            .collect()
+        self.lock().entry_list()
     }
 
     /// Adds an entry if the key is free (seeding from fixtures); returns the recorded response.
@@ -498,15 +504,7 @@ impl MappingSimulator {
             let recorded = st.entries.entry(key.clone()).or_insert(response).clone();
             let file = MappingFile {
                 task: self.task.clone(),
-                entries: st
-                    .entries
-                    .iter()
-                    .map(|((tool, args), response)| MappingEntry {
-                        tool: tool.clone(),
-                        args: args.clone(),
-                        response: response.clone(),
-                    })
-                    .collect(),
+                entries: st.entry_list(),
             };
             drop(st);
             let bytes = serde_json::to_vec_pretty(&file).map_err(|e| storage(e.to_string()))?;
