@@ -201,21 +201,7 @@ fn loss_inner(
         approx_kl_k1: -acc.d / t,
         approx_kl_k3: acc.k3 / t,
     };
-    let finite = [
-        stats.loss,
-        stats.mean_ratio,
-        stats.approx_kl_k1,
-        stats.approx_kl_k3,
-    ]
-    .iter()
-    .all(|x| x.is_finite());
-    if acc.bad_in || acc.bad_out || !finite {
-        return Err(GrpoError::Overflow(
-            "log-ratio logp_new - logp_old too large: rho * A or a sum exceeds the float range"
-                .into(),
-        ));
-    }
-    Ok(stats)
+    super::finite_stats(stats, acc.bad_in || acc.bad_out)
 }
 
 /// The first unmasked token with a non-finite log-probability, as an error.

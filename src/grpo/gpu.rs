@@ -382,21 +382,7 @@ impl<'a> GpuGrpo<'a> {
             approx_kl_k1: -pair(2) / t,
             approx_kl_k3: pair(3) / t,
         };
-        let finite = [
-            stats.loss,
-            stats.mean_ratio,
-            stats.approx_kl_k1,
-            stats.approx_kl_k3,
-        ]
-        .iter()
-        .all(|x| x.is_finite());
-        if p.c[3] > 0 || p.c[4] > 0 || !finite {
-            return Err(GrpoError::Overflow(
-                "log-ratio logp_new - logp_old too large: rho * A or a sum exceeds the float range"
-                    .into(),
-            ));
-        }
-        Ok(stats)
+        super::finite_stats(stats, p.c[3] > 0 || p.c[4] > 0)
     }
 }
 

@@ -445,6 +445,26 @@ pub(crate) fn check_loss_shapes(
     Ok(())
 }
 
+/// `stats` when they and the pass that summed them are finite, else the overflow error
+/// (`overflow`: the pass saw a non-finite input or gradient). Shared by the CPU and GPU paths.
+pub(crate) fn finite_stats(stats: GrpoStats, overflow: bool) -> Result<GrpoStats, GrpoError> {
+    let finite = [
+        stats.loss,
+        stats.mean_ratio,
+        stats.approx_kl_k1,
+        stats.approx_kl_k3,
+    ]
+    .iter()
+    .all(|x| x.is_finite());
+    if overflow || !finite {
+        return Err(GrpoError::Overflow(
+            "log-ratio logp_new - logp_old too large: rho * A or a sum exceeds the float range"
+                .into(),
+        ));
+    }
+    Ok(stats)
+}
+
 /// Advantages, loss, gradient and metrics in one call on the CPU (allocates the outputs).
 /// `rewards` has one entry per sequence, in groups of `group_size` consecutive sequences.
 pub fn grpo_step(
