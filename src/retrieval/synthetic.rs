@@ -3,6 +3,7 @@
 //! generator. Names are unique; articles mention other people, as real ones do.
 
 use super::docs::Document;
+use super::topk::Hit;
 use rand::Rng;
 
 const FIRST: &[&str] = &[
@@ -140,6 +141,16 @@ pub struct NamedQuery {
     pub query: String,
     /// Index (in the corpus) of the named person's article.
     pub target: usize,
+}
+
+/// How many of `named` (paired in order with `hits`, one hit list per query) have their
+/// target article among their hits.
+pub fn targets_found(named: &[NamedQuery], hits: &[Vec<Hit>]) -> usize {
+    named
+        .iter()
+        .zip(hits)
+        .filter(|(q, h)| h.iter().any(|h| h.index as usize == q.target))
+        .count()
 }
 
 /// `n` articles (ids "0".."n-1") and, for each person, one-hop questions naming them.

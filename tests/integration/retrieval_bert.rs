@@ -214,11 +214,7 @@ fn bert_index_round_trip_finds_named_people() {
     );
     let qs: Vec<&str> = named.iter().take(30).map(|q| q.query.as_str()).collect();
     let hits = loaded.search(&qs, 3).unwrap();
-    let found = named
-        .iter()
-        .zip(&hits)
-        .filter(|(q, h)| h.iter().any(|h| h.index as usize == q.target))
-        .count();
+    let found = synthetic::targets_found(&named, &hits);
     eprintln!(
         "MiniLM: {found}/{} anchors in top-3 (60-article synthetic corpus)",
         qs.len()

@@ -124,11 +124,7 @@ fn hnsw_index_file_round_trip_and_cli() {
     // The anchor's article is found for questions naming a person (approximate search).
     let qs: Vec<&str> = named.iter().take(100).map(|q| q.query.as_str()).collect();
     let hits = loaded.search(&qs, 3).unwrap();
-    let found = named
-        .iter()
-        .zip(&hits)
-        .filter(|(q, h)| h.iter().any(|h| h.index as usize == q.target))
-        .count();
+    let found = synthetic::targets_found(&named, &hits);
     assert!(found >= 95, "{found}/100 anchors in the HNSW top-3");
 
     // CLI: --kind hnsw builds; m > 256 is an error message, not hnsw_rs's process exit.
