@@ -11,8 +11,22 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
+/// What a rerun into the same output directory does (shown after the flags in `--help`).
+const RESUME_HELP: &str = "\
+Resuming: rerunning into the same --out continues where the last run stopped. Every record \
+carries a fingerprint of what produced it (the stage's prompt version and text, the settings \
+the stage uses: --model, --sim-model, --temperature, --teacher-temperature, --seed, \
+--max-tokens, --rollouts, --max-turns, --user, and the exact record it was made from). A \
+stage keeps the records whose fingerprint matches the current input and settings, recomputes \
+the others (an identical LLM request is answered from the cache), and drops the records of \
+ids that are no longer in its input (e.g. another --personas file). The filter stage \
+(--min-workflow-coverage, --min-best-reward) always recomputes. The files of stages before \
+the first one in --stages must match the current settings, or the run stops before writing \
+anything. To keep the results of an earlier run, use a fresh --out.";
+
 /// Flags of `rulegym synth`.
 #[derive(clap::Args, Debug)]
+#[command(after_help = RESUME_HELP)]
 pub struct Args {
     /// Personas: one per line, plain text or JSON {"persona": ..., "id": ...} (draft stage).
     #[arg(long)]
@@ -26,7 +40,8 @@ pub struct Args {
     /// Model of the tool and user simulators (default: --model, same endpoint).
     #[arg(long)]
     sim_model: Option<String>,
-    /// Output directory (stage files, tasks.jsonl, mappings/, manifest.json).
+    /// Output directory (stage files, tasks.jsonl, mappings/, manifest.json); an existing one
+    /// is resumed, with records made under other inputs or settings recomputed (see below).
     #[arg(long)]
     out: PathBuf,
     /// Stages to run, comma-separated, in order (draft,tools,rewrite,rollouts,rubric,filter).
@@ -147,7 +162,8 @@ pub fn run(args: Args) -> Result<()> {
         .iter()
         .map(|s| {
             json!({"stage": s.stage, "input": s.input, "kept": s.kept, "rejected": s.rejected,
-                   "processed": s.processed, "reasons": s.reasons})
+                   "processed": s.processed, "recomputed": s.recomputed,
+                   "orphaned": s.orphaned, "reasons": s.reasons})
         })
         .collect();
     println!(

@@ -23,11 +23,20 @@
 //!
 //! Every LLM stage has a versioned prompt in `prompts/synth/` (embedded at compile time; the
 //! version is recorded in each record) and a strict parser: an invalid answer drops the item with
-//! a [`Reject`] record in `<stage>.rejects.jsonl`, never a default. Stages are resumable from
-//! their JSONL output (done items are skipped, a partial last line is discarded and redone), run
-//! on a pool of `concurrency` threads, and write their files in input order whatever the
-//! concurrency. Every LLM exchange goes through a [`CachedBackend`], so a run replays bit-exactly
-//! offline (`replay_only`).
+//! a [`Reject`] record in `<stage>.rejects.jsonl`, never a default. Stages run on a pool of
+//! `concurrency` threads and write their files in input order whatever the concurrency. Every
+//! LLM exchange goes through a [`CachedBackend`], so a run replays bit-exactly offline
+//! (`replay_only`).
+//!
+//! Resume: every record (kept or rejected) carries the [`fingerprint`] of what produced it: the
+//! stage's prompt (version and text), the settings the stage reads, and the exact input record
+//! from the previous stage (the persona for `draft`). A rerun into the same output directory
+//! keeps the records whose fingerprint matches the current input and settings, recomputes the
+//! others (identical LLM requests are answered by the cache), and drops the records of ids that
+//! are no longer in the input; the `filter` stage (no LLM) always recomputes. The files of the
+//! stages before the first stage run must match the current settings too, or the run stops with
+//! [`PipelineError::Stale`] before writing anything. A partial last line (a write cut short) is
+//! ignored when a file is read; only the stage that owns the file removes it, when it resumes.
 
 mod draft;
 mod filter;
@@ -89,6 +98,22 @@ pub enum PipelineError {
     /// The rubric engine could not start.
     #[error(transparent)]
     Rubric(#[from] RubricError),
+    /// The file of a stage that is not run holds records produced from other input or other
+    /// settings than the current ones, so later stages would build on (and the manifest would
+    /// misdescribe) results the current settings did not produce.
+    #[error(
+        "stage {stage}: {count} record(s) of its file were produced from other input or \
+         settings than the current ones (first: {first}); rerun from that stage (--stages \
+         {stage},...) or use a fresh output directory"
+    )]
+    Stale {
+        /// The stage whose file is stale.
+        stage: &'static str,
+        /// How many of its records are stale.
+        count: usize,
+        /// The first stale record's id.
+        first: String,
+    },
     /// Some items failed with errors that are not the model's fault (endpoint down, not in the
     /// replay cache, ...). They were not recorded: a rerun retries them.
     #[error("stage {stage}: {count} item(s) failed; first: {first}")]
@@ -320,6 +345,10 @@ pub struct SynthItem {
     /// Versions of the stages that produced the record, in order (`draft.v1`, `tools.v1`...).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub versions: Vec<String>,
+    /// [`fingerprint`] of the last stage that wrote the record: its prompt, settings and
+    /// input record.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub fingerprint: String,
     /// Draft: the task as the persona would state it, with every detail.
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub task: String,
@@ -398,6 +427,11 @@ pub struct StageSummary {
     pub rejected: usize,
     /// Items processed in this run (the others were done before: resumed).
     pub processed: usize,
+    /// Records of this stage's file that were produced from another input record or other
+    /// settings and were recomputed in this run (always 0 for `filter`, which recomputes all).
+    pub recomputed: usize,
+    /// Records of this stage's file whose ids are no longer in its input, removed in this run.
+    pub orphaned: usize,
     /// Rejections by reason.
     pub reasons: std::collections::BTreeMap<String, usize>,
 }
@@ -462,6 +496,9 @@ pub fn run(
         context: format!("creating {}", config.out.display()),
         message: e.to_string(),
     })?;
+    if let Some(&first) = config.stages.first() {
+        store::check_upstream(config, first)?;
+    }
     let mut report = PipelineReport::default();
     let mut items: Option<Vec<SynthItem>> = None;
     for &stage in &config.stages {
@@ -507,7 +544,89 @@ fn stage_input(
             ),
         });
     }
-    store::read_records(&path)
+    let items: Vec<SynthItem> = store::read_records(&path)?;
+    let mut ids = BTreeSet::new();
+    for (n, item) in items.iter().enumerate() {
+        if !valid_item_id(&item.id) || !ids.insert(item.id.as_str()) {
+            return Err(PipelineError::Corrupt {
+                path: path.display().to_string(),
+                line: n + 1,
+                message: format!(
+                    "record id {:?} is not a valid item id (1-128 of [A-Za-z0-9_.:-]) or \
+                     appears twice",
+                    item.id
+                ),
+            });
+        }
+    }
+    Ok(items)
+}
+
+/// What `stage`'s records depend on besides their input record, as one canonical JSON line:
+/// the pipeline version, the stage's prompt (version and SHA-256 of its text; the filter's rule
+/// version) and exactly the settings the stage reads.
+pub(crate) fn stage_key(config: &PipelineConfig, stage: Stage) -> String {
+    let prompt = |p: &Prompt| {
+        serde_json::json!({
+            "version": p.version,
+            "sha256": crate::dataset::sha256_hex(p.text.as_bytes()),
+        })
+    };
+    let c = config;
+    let generate = serde_json::json!({
+        "model": c.model, "temperature": c.temperature, "seed": c.seed,
+        "max_tokens": c.max_tokens,
+    });
+    let (prompt, settings) = match stage {
+        Stage::Draft => (prompt(&prompt::DRAFT), generate),
+        Stage::Tools => (prompt(&prompt::TOOLS), generate),
+        Stage::Rewrite => {
+            let mut s = generate;
+            s["max_turns"] = c.max_turns.into();
+            (prompt(&prompt::REWRITE), s)
+        }
+        Stage::Rollouts => (
+            prompt(&prompt::TEACHER),
+            serde_json::json!({
+                "model": c.model, "sim_model": c.sim_model(),
+                "teacher_temperature": c.teacher_temperature, "seed": c.seed,
+                "rollouts": c.rollouts, "max_turns": c.max_turns, "user": c.user,
+                "max_tool_error_fraction": c.max_tool_error_fraction,
+            }),
+        ),
+        Stage::Rubric => {
+            let mut s = generate;
+            s["max_turns"] = c.max_turns.into();
+            (prompt(&prompt::RUBRIC), s)
+        }
+        Stage::Filter => (
+            serde_json::json!({"version": filter::VERSION}),
+            serde_json::json!({
+                "max_turns": c.max_turns, "min_workflow_coverage": c.min_workflow_coverage,
+                "min_best_reward": c.min_best_reward,
+            }),
+        ),
+    };
+    json_line(&serde_json::json!({
+        "pipeline": PIPELINE_VERSION, "stage": stage.name(), "prompt": prompt,
+        "settings": settings,
+    }))
+}
+
+/// The fingerprint a record of a stage has when it was produced from `input` under the stage's
+/// [`stage_key`]: the SHA-256 of the key and the input record's JSON.
+pub fn fingerprint(config: &PipelineConfig, stage: Stage, input: &SynthItem) -> Result<String> {
+    fingerprint_with(&stage_key(config, stage), input)
+}
+
+pub(crate) fn fingerprint_with(key: &str, input: &SynthItem) -> Result<String> {
+    let record = serde_json::to_string(input).map_err(|e| PipelineError::Io {
+        context: format!("serialising record {}", input.id),
+        message: e.to_string(),
+    })?;
+    Ok(crate::dataset::sha256_hex(
+        format!("{key}\n{record}").as_bytes(),
+    ))
 }
 
 /// Whether `id` can be a task id: 1-128 characters of `[A-Za-z0-9_.:-]`.
@@ -572,11 +691,12 @@ pub fn read_personas(path: &Path, prefix: &str) -> Result<Vec<SynthItem>> {
     Ok(items)
 }
 
-/// Runs one stage on one item.
+/// Runs one stage on one item; the record it writes carries `fingerprint`.
 pub(crate) fn process(
     ctx: &Ctx,
     stage: Stage,
     item: &SynthItem,
+    fingerprint: &str,
 ) -> std::result::Result<Outcome, ItemError> {
     let mut outcome = match stage {
         Stage::Draft => draft::run(ctx, item),
@@ -587,11 +707,15 @@ pub(crate) fn process(
         Stage::Filter => filter::run(ctx, item),
     }?;
     match &mut outcome {
-        Ok(next) => next.versions.push(stage.version().to_owned()),
+        Ok(next) => {
+            next.versions.push(stage.version().to_owned());
+            next.fingerprint = fingerprint.to_owned();
+        }
         Err(reject) => {
             reject.stage = stage.name().to_owned();
             reject.version = stage.version().to_owned();
             reject.id = item.id.clone();
+            reject.fingerprint = fingerprint.to_owned();
         }
     }
     Ok(outcome)

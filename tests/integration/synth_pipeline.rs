@@ -712,38 +712,270 @@ fn cli_replays_a_recorded_run_offline() {
 }
 
 #[test]
-fn edited_filter_records_cannot_write_outside_the_output_or_default_mapping_arguments() {
+fn edited_stage_records_cannot_write_outside_the_output_or_default_mapping_arguments() {
     let root = tempfile::tempdir().unwrap();
-    let config = PipelineConfig {
+    let personas = write_personas(root.path(), &[0, 1]);
+    let full = config(root.path(), "cache", 1);
+    let script = Arc::new(Script::default());
+    pipeline::run(&full, Some(&personas), Some(backend(&script))).unwrap();
+    let out = &full.out;
+    let filter_only = PipelineConfig {
         stages: vec![Stage::Filter],
         replay_only: true,
-        ..config(root.path(), "cache", 1)
+        ..full.clone()
     };
-    std::fs::create_dir_all(&config.out).unwrap();
-    std::fs::write(config.out.join("rubric.jsonl"), "").unwrap();
-    // Records already in filter.jsonl are done: they go straight to tasks.jsonl and mappings/.
-    let record = |id: &str, args: &str| {
-        json!({"id": id, "persona": "p", "rubric": {},
-               "mapping": [{"tool": "t", "args": args, "response": {"ok": true}}]})
-        .to_string()
-            + "\n"
-    };
-    std::fs::write(config.out.join("filter.jsonl"), record("../escaped", "{}")).unwrap();
-    let err = pipeline::run(&config, None, None).unwrap_err();
-    assert!(
-        matches!(&err, PipelineError::Input { stage: "filter", message } if message.contains("../escaped")),
-        "{err}"
-    );
-    assert!(!config.out.join("escaped.json").exists());
-    assert!(!config.out.join("tasks.jsonl").exists());
+    let rubric = out.join("rubric.jsonl");
+    let original = std::fs::read_to_string(&rubric).unwrap();
 
-    std::fs::write(config.out.join("filter.jsonl"), record("ok-1", "{\"a\":")).unwrap();
-    let err = pipeline::run(&config, None, None).unwrap_err();
+    // A record id that would name a mapping file outside the output never gets that far.
+    std::fs::write(&rubric, original.replace(&id(0), "../escaped")).unwrap();
+    let err = pipeline::run(&filter_only, None, None).unwrap_err();
+    assert!(err.to_string().contains("../escaped"), "{err}");
+    assert!(!out.join("escaped.json").exists());
+
+    // Mapping arguments that are not JSON are an error, not silently null.
+    let edited: Vec<String> = original
+        .lines()
+        .map(|line| {
+            let mut v: Value = serde_json::from_str(line).unwrap();
+            if v["id"] == id(0) {
+                v["mapping"][0]["args"] = json!("{\"a\":");
+            }
+            v.to_string()
+        })
+        .collect();
+    std::fs::write(&rubric, edited.join("\n") + "\n").unwrap();
+    let err = pipeline::run(&filter_only, None, None).unwrap_err();
     assert!(
         matches!(&err, PipelineError::Input { stage: "filter", message } if message.contains("not JSON")),
         "{err}"
     );
-    assert!(!config.out.join("mappings").join("ok-1.json").exists());
+    assert!(
+        !out.join("mappings")
+            .join(format!("{}.json", id(0)))
+            .exists()
+    );
+}
+
+/// A personas file of the given bakeries (default ids `synth-00000`, ... in file order).
+fn write_personas(dir: &Path, bakeries: &[usize]) -> PathBuf {
+    let path = dir.join(format!("personas-{bakeries:?}.txt").replace([' ', ','], ""));
+    let lines: Vec<String> = bakeries
+        .iter()
+        .map(|n| format!("Owner of bakery {n}, a small family business that bakes rye bread"))
+        .collect();
+    std::fs::write(&path, lines.join("\n") + "\n").unwrap();
+    path
+}
+
+#[test]
+fn a_rerun_with_other_personas_recomputes_changed_ids_and_drops_removed_ones() {
+    let root = tempfile::tempdir().unwrap();
+    let first = write_personas(root.path(), &[0, 1, 2, 21]);
+    // Same default ids: synth-00001 is now another persona, synth-00003 is gone.
+    let second = write_personas(root.path(), &[0, 21, 2]);
+    let reference = root.path().join("reference");
+    let script = Arc::new(Script::default());
+    pipeline::run(
+        &config(&reference, "cache", 2),
+        Some(&second),
+        Some(backend(&script)),
+    )
+    .unwrap();
+
+    let run = root.path().join("run");
+    let old = Arc::new(Script::default());
+    pipeline::run(
+        &config(&run, "cache1", 2),
+        Some(&first),
+        Some(backend(&old)),
+    )
+    .unwrap();
+    let new = Arc::new(Script::default());
+    let report = pipeline::run(
+        &config(&run, "cache2", 2),
+        Some(&second),
+        Some(backend(&new)),
+    )
+    .unwrap();
+    // Only the changed persona is asked for again, in every LLM stage.
+    assert_eq!(new.calls("draft"), 1);
+    assert_eq!(new.calls("tools"), 1);
+    assert_eq!(new.calls("rewrite"), 1);
+    assert_eq!(new.calls("rubric"), 1);
+    let draft = &report.stages[0];
+    assert_eq!(
+        (draft.recomputed, draft.orphaned, draft.processed),
+        (1, 1, 1)
+    );
+    // Nothing of the old synth-00001 (bakery 1) or synth-00003 is left anywhere.
+    assert_same_tree(&reference.join("out"), &run.join("out"));
+    for stage in Stage::ALL {
+        let text =
+            std::fs::read_to_string(run.join(format!("out/{}.jsonl", stage.name()))).unwrap();
+        assert!(
+            !text.contains("bakery 1,") && !text.contains(&id(3)),
+            "{}",
+            stage.name()
+        );
+    }
+}
+
+#[test]
+fn changed_settings_recompute_the_stages_that_use_them() {
+    let root = tempfile::tempdir().unwrap();
+    let personas = write_personas(root.path(), &[0, 1, 21, 22]);
+    let changed = |dir: &Path, cache: &str| PipelineConfig {
+        rollouts: 3,
+        min_best_reward: 0.0,
+        ..config(dir, cache, 2)
+    };
+    let reference = root.path().join("reference");
+    let script = Arc::new(Script::default());
+    pipeline::run(
+        &changed(&reference, "cache"),
+        Some(&personas),
+        Some(backend(&script)),
+    )
+    .unwrap();
+
+    let run = root.path().join("run");
+    let old = Arc::new(Script::default());
+    let before = pipeline::run(
+        &config(&run, "cache1", 2),
+        Some(&personas),
+        Some(backend(&old)),
+    )
+    .unwrap();
+    // The stages before the teacher rollouts do not depend on --rollouts: nothing asked there.
+    let new = Arc::new(Script {
+        refuse: vec!["draft", "tools", "rewrite"],
+        ..Script::default()
+    });
+    let after = pipeline::run(
+        &changed(&run, "cache2"),
+        Some(&personas),
+        Some(backend(&new)),
+    )
+    .unwrap();
+    assert_eq!(new.calls("teacher"), old.calls("teacher") / 2 * 3);
+    assert_eq!(new.calls("rubric"), old.calls("rubric"));
+    let recomputed: Vec<usize> = after.stages.iter().map(|s| s.recomputed).collect();
+    assert_eq!(recomputed, [0, 0, 0, 4, 4, 0]);
+    // min_best_reward 0 keeps bakery 22, whose best rollout breaks a forbidden rule.
+    assert_eq!((before.tasks, after.tasks), (Some(2), Some(3)));
+    assert_same_tree(&reference.join("out"), &run.join("out"));
+    let manifest: Value =
+        serde_json::from_slice(&std::fs::read(run.join("out/manifest.json")).unwrap()).unwrap();
+    assert_eq!(
+        (&manifest["rollouts"], &manifest["min_best_reward"]),
+        (&json!(3), &json!(0.0))
+    );
+    let kept: Vec<SynthItem> = read_jsonl(&run.join("out/rubric.jsonl"));
+    assert!(kept.iter().all(|k| k.rollouts.len() == 3));
+
+    // Filter settings alone: only the filter runs again (no LLM at all), same bytes as a fresh
+    // run with them.
+    let strict = |dir: &Path, cache: &str| PipelineConfig {
+        min_best_reward: 1.0,
+        ..changed(dir, cache)
+    };
+    let reference2 = root.path().join("reference2");
+    pipeline::run(
+        &strict(&reference2, "cache"),
+        Some(&personas),
+        Some(backend(&Arc::new(Script::default()))),
+    )
+    .unwrap();
+    let idle = Arc::new(Script {
+        refuse: vec![
+            "draft", "tools", "rewrite", "teacher", "user", "sim", "rubric",
+        ],
+        ..Script::default()
+    });
+    let report = pipeline::run(
+        &strict(&run, "cache3"),
+        Some(&personas),
+        Some(backend(&idle)),
+    )
+    .unwrap();
+    assert!(idle.calls.lock().unwrap().is_empty());
+    assert_eq!(report.tasks, Some(2));
+    assert_same_tree(&reference2.join("out"), &run.join("out"));
+}
+
+#[test]
+fn reading_a_stage_file_does_not_rewrite_it_and_stale_upstream_files_stop_the_run() {
+    let root = tempfile::tempdir().unwrap();
+    let personas = write_personas(root.path(), &[0, 1, 2]);
+    let base = config(root.path(), "cache", 2);
+    let script = Arc::new(Script::default());
+    let draft_only = PipelineConfig {
+        stages: vec![Stage::Draft],
+        ..base.clone()
+    };
+    pipeline::run(&draft_only, Some(&personas), Some(backend(&script))).unwrap();
+    let draft = base.out.join("draft.jsonl");
+    let complete = std::fs::read(&draft).unwrap();
+    // A writer cut short (or still writing) left half a line.
+    let mut partial = complete.clone();
+    partial.extend_from_slice(b"{\"id\":\"synth-00009\",\"pers");
+    std::fs::write(&draft, &partial).unwrap();
+    let tools_only = PipelineConfig {
+        stages: vec![Stage::Tools],
+        ..base.clone()
+    };
+    let report = pipeline::run(&tools_only, None, Some(backend(&script))).unwrap();
+    assert_eq!(report.stages[0].input, 3);
+    assert_eq!(
+        std::fs::read(&draft).unwrap(),
+        partial,
+        "the tools stage changed draft.jsonl"
+    );
+    // The draft stage owns its file: resuming it drops the partial line and asks nothing.
+    let idle = Arc::new(Script {
+        refuse: vec!["draft"],
+        ..Script::default()
+    });
+    pipeline::run(&draft_only, Some(&personas), Some(backend(&idle))).unwrap();
+    assert_eq!(std::fs::read(&draft).unwrap(), complete);
+
+    // Later stages may not build on files that other settings produced: the run stops before
+    // writing anything, naming the stale stage and what to do.
+    let other_model = PipelineConfig {
+        model: "other-model".into(),
+        stages: vec![Stage::Rewrite],
+        ..base.clone()
+    };
+    let err = pipeline::run(&other_model, None, Some(backend(&script))).unwrap_err();
+    assert!(
+        matches!(
+            &err,
+            PipelineError::Stale {
+                stage: "draft",
+                count: 3,
+                ..
+            }
+        ),
+        "{err}"
+    );
+    assert!(err.to_string().contains("fresh output directory"), "{err}");
+    assert!(!base.out.join("rewrite.jsonl").exists());
+    // A draft file from another personas file is caught by the tools records built on it.
+    let edited = String::from_utf8(complete.clone())
+        .unwrap()
+        .replace("bakery 2,", "bakery 7,");
+    std::fs::write(&draft, edited).unwrap();
+    let rewrite = PipelineConfig {
+        stages: vec![Stage::Rewrite],
+        ..base.clone()
+    };
+    let err = pipeline::run(&rewrite, None, Some(backend(&script))).unwrap_err();
+    assert!(
+        matches!(&err, PipelineError::Stale { stage: "draft", count: 1, first } if *first == id(2)),
+        "{err}"
+    );
+    assert!(!base.out.join("rewrite.jsonl").exists());
 }
 
 #[test]

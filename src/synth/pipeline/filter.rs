@@ -160,5 +160,36 @@ pub(super) fn write_outputs(ctx: &Ctx, items: &[SynthItem]) -> Result<usize, Pip
         }
     }
     write_atomic(&out.join("tasks.jsonl"), lines.as_bytes())?;
+    remove_stale_mappings(&out.join("mappings"), items)?;
     Ok(items.len())
+}
+
+/// Removes the mapping files (`<id>.json` and its `<id>.lock`) of tasks an earlier run kept
+/// and this one did not, so `mappings/` matches `tasks.jsonl`.
+fn remove_stale_mappings(dir: &std::path::Path, items: &[SynthItem]) -> Result<(), PipelineError> {
+    let kept: BTreeSet<&str> = items.iter().map(|i| i.id.as_str()).collect();
+    let entries = match std::fs::read_dir(dir) {
+        Ok(e) => e,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+        Err(e) => return Err(io_error(dir, "listing", e)),
+    };
+    let mut stale = Vec::new();
+    for entry in entries {
+        let path = entry.map_err(|e| io_error(dir, "listing", e))?.path();
+        let name = path
+            .file_name()
+            .and_then(|n| n.to_str())
+            .unwrap_or_default();
+        let id = name
+            .strip_suffix(".json")
+            .or_else(|| name.strip_suffix(".lock"));
+        if id.is_some_and(|id| !kept.contains(id)) && path.is_file() {
+            stale.push(path);
+        }
+    }
+    stale.sort();
+    for path in stale {
+        std::fs::remove_file(&path).map_err(|e| io_error(&path, "removing", e))?;
+    }
+    Ok(())
 }

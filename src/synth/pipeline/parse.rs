@@ -85,6 +85,9 @@ pub struct Reject {
     /// The LLM answer that was rejected, when there was one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub answer: Option<String>,
+    /// The pipeline's fingerprint of what produced the record (prompt, settings, input).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub fingerprint: String,
 }
 
 impl Reject {
@@ -97,6 +100,7 @@ impl Reject {
             reason,
             detail: detail.into(),
             answer: None,
+            fingerprint: String::new(),
         })
     }
 

@@ -1,9 +1,12 @@
 //! Stage files and the stage runner. `OUT/<stage>.jsonl` holds the kept items and
-//! `OUT/<stage>.rejects.jsonl` the dropped ones, one JSON record per line. A stage skips items
-//! already in either file (resume), discards a partial last line (a run killed mid-write), runs
-//! the rest on `concurrency` threads, appends results in input order as they complete, and
-//! finally rewrites both files sorted by input order, so the bytes do not depend on concurrency
-//! or on where earlier runs stopped.
+//! `OUT/<stage>.rejects.jsonl` the dropped ones, one JSON record per line, each with the
+//! fingerprint of what produced it (see [`super::fingerprint`]). When a stage starts, it rewrites
+//! its own two files keeping only the records whose id is in its input and whose fingerprint is
+//! that input record's under the current settings (and, once, each id; `filter` keeps none), and
+//! without a partial last line (a run killed mid-write); it runs the remaining items on
+//! `concurrency` threads, appends results in input order as they complete, and finally rewrites
+//! both files sorted by input order, so the bytes do not depend on concurrency or on where
+//! earlier runs stopped. Reading another stage's file never modifies it.
 
 use super::parse::Reject;
 use super::{
@@ -42,7 +45,8 @@ pub(crate) fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
 }
 
 /// The complete lines of a JSONL file (none when it does not exist). A last line without its
-/// newline is a write cut short: it is removed from the file and not returned.
+/// newline (a write cut short, or one still being written) is not returned; the file is not
+/// modified.
 fn read_lines(path: &Path) -> Result<Vec<String>> {
     let text = match std::fs::read_to_string(path) {
         Ok(t) => t,
@@ -53,9 +57,6 @@ fn read_lines(path: &Path) -> Result<Vec<String>> {
         Some(i) => &text[..=i],
         None => "",
     };
-    if complete.len() != text.len() {
-        write_atomic(path, complete.as_bytes())?;
-    }
     Ok(complete
         .lines()
         .filter(|l| !l.trim().is_empty())
@@ -71,19 +72,28 @@ fn corrupt(path: &Path, line: usize, message: impl std::fmt::Display) -> Pipelin
     }
 }
 
+/// The `id` and `fingerprint` (empty when absent) of a line.
+fn line_key(path: &Path, n: usize, line: &str) -> Result<(String, String)> {
+    let value: Value = serde_json::from_str(line).map_err(|e| corrupt(path, n + 1, e))?;
+    let id = value
+        .get("id")
+        .and_then(Value::as_str)
+        .map(str::to_owned)
+        .ok_or_else(|| corrupt(path, n + 1, "no \"id\""))?;
+    let fingerprint = value
+        .get("fingerprint")
+        .and_then(Value::as_str)
+        .unwrap_or_default()
+        .to_owned();
+    Ok((id, fingerprint))
+}
+
 /// The `id` of each line.
 fn line_ids(path: &Path, lines: &[String]) -> Result<Vec<String>> {
     lines
         .iter()
         .enumerate()
-        .map(|(n, line)| {
-            let value: Value = serde_json::from_str(line).map_err(|e| corrupt(path, n + 1, e))?;
-            value
-                .get("id")
-                .and_then(Value::as_str)
-                .map(str::to_owned)
-                .ok_or_else(|| corrupt(path, n + 1, "no \"id\""))
-        })
+        .map(|(n, line)| line_key(path, n, line).map(|(id, _)| id))
         .collect()
 }
 
@@ -197,8 +207,55 @@ fn progress(ctx: &Ctx, stage: Stage, len: usize) -> ProgressBar {
     bar
 }
 
-/// Runs `stage` on `input` (skipping items already done), returns the stage's kept items in
-/// input order and its summary.
+/// The fingerprint each input item's record of `stage` must have, by id.
+fn expected_fingerprints(
+    config: &super::PipelineConfig,
+    stage: Stage,
+    input: &[SynthItem],
+) -> Result<BTreeMap<String, String>> {
+    let key = super::stage_key(config, stage);
+    input
+        .iter()
+        .map(|item| Ok((item.id.clone(), super::fingerprint_with(&key, item)?)))
+        .collect()
+}
+
+/// Rewrites a stage's own file keeping only the records that are current (id in `expected` with
+/// that fingerprint, first record of an id; none when `keep_none`), without a partial last
+/// line. Adds their ids to `done`; returns (stale records, records of unknown ids).
+fn prune(
+    path: &Path,
+    expected: &BTreeMap<String, String>,
+    keep_none: bool,
+    done: &mut BTreeSet<String>,
+) -> Result<(usize, usize)> {
+    let raw = match std::fs::read(path) {
+        Ok(b) => b,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Vec::new(),
+        Err(e) => return Err(io_error(path, "reading", e)),
+    };
+    let (mut stale, mut orphaned) = (0, 0);
+    let mut kept = Vec::new();
+    for (n, line) in read_lines(path)?.iter().enumerate() {
+        let (id, fingerprint) = line_key(path, n, line)?;
+        match expected.get(&id) {
+            None => orphaned += 1,
+            Some(want) if !keep_none && *want == fingerprint && !done.contains(&id) => {
+                done.insert(id);
+                kept.extend_from_slice(line.as_bytes());
+                kept.push(b'\n');
+            }
+            Some(_) => stale += usize::from(!keep_none),
+        }
+    }
+    if kept != raw {
+        write_atomic(path, &kept)?;
+    }
+    Ok((stale, orphaned))
+}
+
+/// Runs `stage` on `input` (skipping items whose current record is already in its files),
+/// returns the stage's kept items in input order and its summary.
 pub(crate) fn run_stage(
     ctx: &Ctx,
     stage: Stage,
@@ -206,17 +263,20 @@ pub(crate) fn run_stage(
 ) -> Result<(Vec<SynthItem>, StageSummary)> {
     let out = out_path(&ctx.config.out, stage);
     let rej = rejects_path(&ctx.config.out, stage);
+    let expected = expected_fingerprints(&ctx.config, stage, &input)?;
     let mut done: BTreeSet<String> = BTreeSet::new();
+    let (mut recomputed, mut orphaned) = (0, 0);
     for path in [&out, &rej] {
-        let lines = read_lines(path)?;
-        done.extend(line_ids(path, &lines)?);
+        let (s, o) = prune(path, &expected, stage == Stage::Filter, &mut done)?;
+        recomputed += s;
+        orphaned += o;
     }
     let todo: Vec<&SynthItem> = input.iter().filter(|i| !done.contains(&i.id)).collect();
     let bar = progress(ctx, stage, todo.len());
     let (mut out_file, mut rej_file) = (open_append(&out)?, open_append(&rej)?);
     let mut failures: Vec<String> = Vec::new();
     let work = |item: &&SynthItem| -> std::result::Result<Outcome, ItemError> {
-        process(ctx, stage, item)
+        process(ctx, stage, item, &expected[&item.id])
     };
     let result = for_each_ordered(&todo, ctx.config.concurrency, work, |i, outcome| {
         bar.inc(1);
@@ -243,6 +303,8 @@ pub(crate) fn run_stage(
     let mut summary = summarize(ctx, stage)?;
     summary.input = input.len();
     summary.processed = todo.len();
+    summary.recomputed = recomputed;
+    summary.orphaned = orphaned;
     if let Some(first) = failures.first() {
         return Err(PipelineError::ItemsFailed {
             stage: stage.name(),
@@ -251,6 +313,61 @@ pub(crate) fn run_stage(
         });
     }
     Ok((kept, summary))
+}
+
+/// Checks the files of the stages before `first` (the first stage this run runs) against the
+/// current settings: each record of stage k (kept or rejected) must carry the fingerprint of
+/// its id's record in stage k-1's file under the current settings; a `draft` record the
+/// fingerprint of its own id and persona (draft rejects, which do not hold the persona, are not
+/// checked). Files that do not exist are skipped (the first stage reports a missing input).
+pub(crate) fn check_upstream(config: &super::PipelineConfig, first: Stage) -> Result<()> {
+    let upto = Stage::ALL.iter().position(|&s| s == first).unwrap_or(0);
+    for k in 0..upto {
+        let stage = Stage::ALL[k];
+        if stage == Stage::Filter {
+            continue;
+        }
+        let out = out_path(&config.out, stage);
+        let rej = rejects_path(&config.out, stage);
+        let (expected, files) = if k == 0 {
+            let personas: Vec<SynthItem> = read_records::<SynthItem>(&out)?
+                .into_iter()
+                .map(|r| SynthItem {
+                    id: r.id,
+                    persona: r.persona,
+                    ..SynthItem::default()
+                })
+                .collect();
+            (expected_fingerprints(config, stage, &personas)?, vec![out])
+        } else {
+            let previous = out_path(&config.out, Stage::ALL[k - 1]);
+            if !previous.exists() {
+                continue;
+            }
+            let input: Vec<SynthItem> = read_records(&previous)?;
+            (
+                expected_fingerprints(config, stage, &input)?,
+                vec![out, rej],
+            )
+        };
+        let mut stale = Vec::new();
+        for path in &files {
+            for (n, line) in read_lines(path)?.iter().enumerate() {
+                let (id, fingerprint) = line_key(path, n, line)?;
+                if expected.get(&id) != Some(&fingerprint) {
+                    stale.push(id);
+                }
+            }
+        }
+        if let Some(first) = stale.first() {
+            return Err(PipelineError::Stale {
+                stage: stage.name(),
+                count: stale.len(),
+                first: first.clone(),
+            });
+        }
+    }
+    Ok(())
 }
 
 /// Counts of a stage's files (input and processed are left 0).
@@ -273,6 +390,8 @@ fn summarize(ctx: &Ctx, stage: Stage) -> Result<StageSummary> {
         kept,
         rejected: rejected.len(),
         processed: 0,
+        recomputed: 0,
+        orphaned: 0,
         reasons,
     })
 }
