@@ -24,6 +24,19 @@
   returns for rows whose ground truth carries a ``task_id``. The logic lives in
   :class:`TaskToolCore` and :class:`UserInteractionCore`, which have no verl dependency.
 
+  What verl shows the model: the tool config is global to a run, and verl's tool agent loop
+  renders every tool of it into every prompt, whatever the row's ``tools_kwargs`` (the older
+  SGLang rollout shows the tools keyed in ``tools_kwargs``, which in parquet is every tool of
+  the export too, since one struct column serves all rows). So the export declares the union of
+  the tasks' tools. A tool name that tasks give different schemas (two different
+  ``send_email``) is declared once per schema, as ``send_email__<8 hex of the schema's
+  SHA-256>``; names without a conflict are kept. A row's ``create_kwargs`` for a renamed tool
+  carry ``tool``: the task's own name of it (``""`` when the task does not have that variant),
+  and :class:`TaskToolCore` calls the task's tool by that name. A call to a tool that the row's
+  task does not have goes to the episode under its exported name and fails there like any
+  unknown tool (a ``tool_error`` fact the rubric sees). When a task has fewer tools than the
+  config, or renamed ones, its row's system prompt ends with the names of its own tools.
+
 verl's package import pulls in torch; rulegym only imports it when ``SearchTool``, ``TaskTool``
 or ``UserInteraction`` is used.
 """
@@ -260,7 +273,10 @@ class TaskToolCore:
     ``release`` with verl's signatures, returning plain text instead of verl's ``ToolResponse``.
     The call goes to the episode of the rollout (see :class:`EpisodeRegistry`) as one assistant
     turn with one OpenAI tool call; the reply is the tool's JSON (``{"error": ...}`` for invalid
-    arguments or a failed call, recorded as a ``tool_error`` fact for the rubric)."""
+    arguments or a failed call, recorded as a ``tool_error`` fact for the rubric). ``name`` is
+    the exported name (the tool config's); the call uses the task's own name of the tool when
+    the instance's ``create_kwargs`` carry a non-empty ``tool`` (a renamed variant), else
+    ``name``."""
 
     def __init__(
         self,
@@ -276,11 +292,11 @@ class TaskToolCore:
         self.instances: Dict[str, Dict[str, Any]] = {}
 
     async def create(self, instance_id: Optional[str] = None, **kwargs) -> str:
-        """Registers a tool instance (``create_kwargs``: ``{"task_id"}`` from the row's
+        """Registers a tool instance (``create_kwargs``: ``{"task_id"[, "tool"]}`` from the row's
         ``tools_kwargs``; passed nested as ``create_kwargs=`` by the agent loop or spread)."""
         instance_id = instance_id or str(uuid4())
         create_kwargs = dict(kwargs.get("create_kwargs") or {})
-        for key in ("task_id", "task"):
+        for key in ("task_id", "task", "tool"):
             if key in kwargs:
                 create_kwargs[key] = kwargs[key]
         self.instances[instance_id] = create_kwargs
@@ -303,6 +319,12 @@ class TaskToolCore:
             return None, f"Error: tool instance is for task {task_id!r}, the episode runs {episode.task_id!r}"
         return episode, ""
 
+    def task_tool_name(self, instance_id: str) -> str:
+        """The name the task knows this tool by: ``create_kwargs["tool"]`` of the instance when
+        non-empty (a variant the export renamed), else the exported name."""
+        own = self.instances.get(instance_id, {}).get("tool")
+        return str(own) if own else self.name
+
     async def execute_text(
         self, instance_id: str, parameters: Dict[str, Any], **kwargs
     ) -> Tuple[str, float, dict]:
@@ -316,13 +338,14 @@ class TaskToolCore:
             episode.calls += 1
             if not isinstance(parameters, dict):
                 parameters = {}
+            name = self.task_tool_name(instance_id)
             message = {
                 "role": "assistant",
                 "content": None,
                 "tool_calls": [{
                     "id": f"call_{episode.calls}",
                     "type": "function",
-                    "function": {"name": self.name, "arguments": json.dumps(parameters)},
+                    "function": {"name": name, "arguments": json.dumps(parameters)},
                 }],
             }
             out = episode.env.step_message(message)

@@ -1,7 +1,8 @@
 """verl adapter for tool-use tasks, on rows written by ``rulegym export --tasks ... --format verl``
 (and ``--format skyrl``): an oracle episode through ``TaskToolCore`` + ``UserInteractionCore``
 (driven the way verl's tool agent loop calls them) reaches reward 1, a garbage one 0;
-concurrent rollouts of one row stay apart; the reward function reads the interaction's score.
+concurrent rollouts of one row stay apart; the reward function reads the interaction's score;
+two tasks that give one tool name different schemas export as two tools and both reach reward 1.
 
 ``test_verl_subclasses_with_stand_in`` runs the real ``TaskTool``/``UserInteraction``/``SearchTool``
 subclasses against python/tests/fake_verl: A STAND-IN FOR VERL'S BASE-CLASS SHAPES ONLY (verl
@@ -247,6 +248,90 @@ def test_skyrl_rows_run_in_tool_env(exported):
             if out["done"]:
                 break
         assert out["done"] and out["reward"] == 1.0, task["id"]
+
+
+@pytest.fixture(scope="module")
+def conflicting(exported, cli, tmp_path_factory):
+    """Three tasks where two give one tool name different schemas (as LLM-made tasks do: two
+    different ``send_email``), exported for verl."""
+    import pyarrow.parquet as pq
+    import yaml
+
+    tasks = [json.loads(json.dumps(t)) for t in exported["tasks"][:3]]
+    called = [{p[0] for k, p in oracle(t) if k == "call"} for t in tasks[:2]]
+    shared = sorted(called[0] & called[1])
+    assert shared, "the first two generated tasks call no tool in common"
+    name = shared[0]
+    b = tasks[1]
+    b["id"] = "b-task"
+    for tool in b["tools"]:
+        if tool["name"] == name:
+            tool["description"] += " (through another service)"
+            tool["parameters"]["properties"]["note"] = {"type": "string", "description": "Optional note."}
+    root = tmp_path_factory.mktemp("conflict")
+    path = root / "tasks.jsonl"
+    path.write_text("".join(json.dumps(t) + "\n" for t in tasks))
+    out = root / "mixed.parquet"
+    printed = run_cli(cli, "export", "--tasks", str(path), "--format", "verl", "--out", str(out))
+    assert "wrote 3 verl rows" in printed
+    return {
+        "name": name,
+        "tasks": tasks,
+        "verl": pq.read_table(str(out)).to_pylist(),
+        "tool_config": yaml.safe_load((root / "mixed_tool_config.yaml").read_text()),
+        "interaction_config": exported["interaction_config"],
+    }
+
+
+def own_tools(row):
+    """The row's task tools: task name -> exported name (``create_kwargs.tool`` of a renamed
+    variant; ``""`` marks a variant of another task)."""
+    own = {}
+    for exported_name, kwargs in row["extra_info"]["tools_kwargs"].items():
+        create = kwargs["create_kwargs"]
+        tool = create.get("tool", exported_name) if isinstance(create, dict) else exported_name
+        if tool:
+            own[tool] = exported_name
+    return own
+
+
+def test_one_tool_name_with_two_schemas_exports_and_runs(conflicting):
+    name, tasks, rows = conflicting["name"], conflicting["tasks"], conflicting["verl"]
+    entries = conflicting["tool_config"]["tools"]
+    exported = [e["tool_schema"]["function"]["name"] for e in entries]
+    variants = [n for n in exported if n.startswith(name + "__")]
+    assert len(variants) == 2 and name not in exported, exported
+    # Both schemas are in the config, each under its variant name; other names are unchanged.
+    by_name = {e["tool_schema"]["function"]["name"]: e["tool_schema"]["function"] for e in entries}
+    descriptions = {by_name[v]["description"] for v in variants}
+    assert descriptions == {t["description"] for task in tasks[:2] for t in task["tools"] if t["name"] == name}
+    assert set(exported) - set(variants) == {t["name"] for t in tasks[0]["tools"]} - {name}
+
+    registry = EpisodeRegistry()
+    tools, user = make_cores(conflicting, registry)
+    for row, task in zip(rows, tasks):
+        own = own_tools(row)
+        assert sorted(own) == sorted(t["name"] for t in task["tools"]), own
+        assert own[name] in variants
+        # The oracle, calling the tools by the names the model sees, reaches reward 1.
+        steps = [(k, (own[p[0]], p[1])) if k == "call" else (k, p) for k, p in oracle(task)]
+        good = asyncio.run(rollout(row, steps, tools, user))
+        assert good["done"] and good["final"] == 1.0, (task["id"], good)
+
+    # The other task's variant is not this task's tool: the episode answers with an error.
+    row = rows[0]
+    other = next(v for v in variants if v != own_tools(row)[name])
+    assert row["extra_info"]["tools_kwargs"][other]["create_kwargs"]["tool"] == ""
+
+    async def foreign():
+        await user.start_interaction("foreign", **row["extra_info"]["interaction_kwargs"])
+        tool = tools[other]
+        iid = await tool.create(create_kwargs=row["extra_info"]["tools_kwargs"][other]["create_kwargs"])
+        text, _, _ = await tool.execute_text(iid, {}, agent_data=AgentData("foreign"))
+        return text
+
+    reply = asyncio.run(foreign())
+    assert "error" in json.loads(reply) and other in reply, reply
 
 
 @pytest.fixture

@@ -15,7 +15,10 @@ pub struct Args {
     /// A directory written by `rulegym generate` (reads its questions.jsonl).
     #[arg(long, required_unless_present = "tasks", conflicts_with = "tasks")]
     dataset: Option<PathBuf>,
-    /// A tool-use task file (.jsonl, e.g. from `rulegym tools generate`, or .json).
+    /// A tool-use task file (.jsonl, e.g. from `rulegym tools generate`, or .json). verl's
+    /// tool config is global, so it holds every task's tools; a name that tasks give different
+    /// schemas is exported once per schema as `<name>__<8 hex of the schema hash>`, and each
+    /// row's create_kwargs map it back to the task's name (see python/rulegym/verl.py).
     #[arg(long)]
     tasks: Option<PathBuf>,
     /// verl or skyrl.

@@ -3,13 +3,28 @@
 //! verl (multi-turn agent loop): parquet rows with `data_source`, `prompt` (system prompt and the
 //! task's instruction; the tools reach the chat template from the tool config), `ability`,
 //! `reward_model: {style: "rule", ground_truth: {task_id}}`, `extra_info: {index, split, id,
-//! tools_kwargs: {<tool>: {create_kwargs: {task_id}}}, interaction_kwargs: {name, task_id,
-//! task}}` and `agent_name: "tool_agent"`, plus two files next to the parquet: the tool config
-//! (`<stem>_tool_config.yaml`: one [`VERL_TOOL_CLASS`] entry per tool with its OpenAI schema) and
-//! the interaction config (`<stem>_interaction_config.yaml`: the simulated user
-//! [`VERL_INTERACTION_CLASS`]). The task JSON travels once per row, in `interaction_kwargs`: the
-//! interaction starts the episode (world state, user, rubric) under verl's request id, and every
-//! tool call of that request acts on it.
+//! tools_kwargs: {<tool>: {create_kwargs: {task_id[, tool]}}}, interaction_kwargs: {name,
+//! task_id, task}}` and `agent_name: "tool_agent"`, plus two files next to the parquet: the tool
+//! config (`<stem>_tool_config.yaml`: one [`VERL_TOOL_CLASS`] entry per exported tool with its
+//! OpenAI schema) and the interaction config (`<stem>_interaction_config.yaml`: the simulated
+//! user [`VERL_INTERACTION_CLASS`]). The task JSON travels once per row, in
+//! `interaction_kwargs`: the interaction starts the episode (world state, user, rubric) under
+//! verl's request id, and every tool call of that request acts on it.
+//!
+//! verl's tool config is global to a run: its tool agent loop renders every tool of the config
+//! into every prompt (whatever the row's `tools_kwargs`), and creates a called tool with the
+//! row's `tools_kwargs` entry for it. So the config holds the union of the tasks' tools, and a
+//! tool name that two tasks give different schemas (common for LLM-made tasks: two different
+//! `send_email`) is exported once per schema as `<name>__<first 8 hex of the SHA-256 of the
+//! task's OpenAI schema>` (a name with one schema keeps its name, so exports without conflicts
+//! are unchanged). The `create_kwargs` of a renamed tool carry `tool`: the task's own name of
+//! it, or `""` when the row's task does not have that variant; `rulegym.verl.TaskTool` calls
+//! the task's tool by that name. Every row has an entry for every exported tool: one parquet
+//! schema serves all rows, and verl reads an absent struct field as null, which its agent loop
+//! does not accept. A call to a tool the task does not have reaches the episode under its
+//! exported name and fails there like any unknown tool (a `tool_error` fact for the rubric).
+//! When a row's task has fewer tools than the config, or renamed ones, its system prompt ends
+//! with the list of the tools that are the task's (by exported name).
 //!
 //! SkyRL: rows with `data_source`, `prompt` (the Hermes prompt, tools listed in the system
 //! message, exactly what `rulegym.skyrl.ToolEnv.init` would produce), `env_class`
@@ -24,7 +39,7 @@ use super::export::{
 use super::tool::{Protocol, system_prompt};
 use crate::synth::task::Task;
 use serde_json::{Value, json};
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
 /// `class_name` of the verl tool in the tool config (`python/rulegym/verl.py`).
@@ -84,6 +99,27 @@ pub struct ToolExportRow {
     pub task: String,
     /// The chat prompt: system prompt and the task's instruction.
     pub prompt: Vec<Message>,
+    /// The task's tools: exported name -> the task's own name.
+    pub tools: BTreeMap<String, String>,
+}
+
+/// A tool as the export declares it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ExportedTool {
+    /// Its name in the tool config (the task's name, or `<name>__<hash>` for one of several
+    /// schemas under one name).
+    pub name: String,
+    /// Its name in the tasks that have it.
+    pub tool: String,
+    /// Its OpenAI function schema, under `name`.
+    pub schema: Value,
+}
+
+impl ExportedTool {
+    /// Whether the export renamed it (its name is shared by tools of other schemas).
+    pub fn renamed(&self) -> bool {
+        self.name != self.tool
+    }
 }
 
 /// Rows of a task export and the tools they share.
@@ -91,24 +127,87 @@ pub struct ToolExportRow {
 pub struct ToolExport {
     /// One row per task, in order.
     pub rows: Vec<ToolExportRow>,
-    /// Every tool of every task (OpenAI function schemas), in order of first appearance.
-    pub tools: Vec<Value>,
+    /// Every tool of every task, one per (name, schema), in order of first appearance.
+    pub tools: Vec<ExportedTool>,
 }
 
 impl ToolExport {
-    /// Tool names, in the order of [`ToolExport::tools`].
+    /// Exported tool names, in the order of [`ToolExport::tools`].
     pub fn tool_names(&self) -> Vec<&str> {
-        self.tools
-            .iter()
-            .filter_map(|t| t["function"]["name"].as_str())
-            .collect()
+        self.tools.iter().map(|t| t.name.as_str()).collect()
     }
+
+    /// The exported tools' OpenAI schemas, in order.
+    pub fn schemas(&self) -> Vec<Value> {
+        self.tools.iter().map(|t| t.schema.clone()).collect()
+    }
+}
+
+/// Longest exported tool name (OpenAI's limit for function names).
+const MAX_TOOL_NAME: usize = 64;
+
+/// The exported name of `name`'s variant with `schema` when several schemas share `name`:
+/// `<name>__<hex>`, with the shortest hex prefix (8 or more) of the schema's SHA-256 that no
+/// name in `taken` has.
+fn variant_name(name: &str, schema: &Value, taken: &BTreeSet<String>) -> String {
+    let hash = crate::dataset::sha256_hex(crate::env::tool_sim::canonical_json(schema).as_bytes());
+    for len in 8..=hash.len() {
+        let keep = MAX_TOOL_NAME.saturating_sub(len + 2).min(name.len());
+        let candidate = format!("{}__{}", &name[..keep], &hash[..len]);
+        if !taken.contains(&candidate) {
+            return candidate;
+        }
+    }
+    format!("{name}__{hash}")
+}
+
+/// The key of a tool's (name, schema): its canonical OpenAI schema text (which holds the name).
+fn tool_key(tool: &crate::synth::task::ToolSpec) -> String {
+    crate::env::tool_sim::canonical_json(&tool.openai_schema())
+}
+
+/// Every (name, schema) of `tasks` once, in order of first appearance, named for export; with
+/// the index of each by [`tool_key`].
+fn export_tools(tasks: &[Task]) -> (Vec<ExportedTool>, BTreeMap<String, usize>) {
+    let mut seen: Vec<(&str, Value)> = Vec::new();
+    let mut index: BTreeMap<String, usize> = BTreeMap::new();
+    for tool in tasks.iter().flat_map(|t| &t.tools) {
+        if let std::collections::btree_map::Entry::Vacant(e) = index.entry(tool_key(tool)) {
+            e.insert(seen.len());
+            seen.push((&tool.name, tool.openai_schema()));
+        }
+    }
+    let mut variants: BTreeMap<&str, usize> = BTreeMap::new();
+    for (name, _) in &seen {
+        *variants.entry(name).or_default() += 1;
+    }
+    let mut taken: BTreeSet<String> = seen.iter().map(|(n, _)| (*n).to_owned()).collect();
+    let mut tools = Vec::with_capacity(seen.len());
+    for (name, schema) in seen {
+        let exported = if variants[name] > 1 {
+            let v = variant_name(name, &schema, &taken);
+            taken.insert(v.clone());
+            v
+        } else {
+            name.to_owned()
+        };
+        let mut schema = schema;
+        schema["function"]["name"] = json!(exported);
+        tools.push(ExportedTool {
+            name: exported,
+            tool: name.to_owned(),
+            schema,
+        });
+    }
+    (tools, index)
 }
 
 /// Builds the rows of `tasks` (validated by the caller, e.g. [`crate::synth::task::load_tasks`]).
 /// The prompt follows the trainer: verl renders the tools through its chat template, so its
-/// system prompt is the OpenAI-protocol one; SkyRL's text environment gets the Hermes prompt with
-/// the tools listed. Errors when two tasks give one tool name different schemas.
+/// system prompt is the OpenAI-protocol one (ending with the task's tool names when the export
+/// has other tools too, or renamed the task's); SkyRL's text environment gets the Hermes
+/// prompt with the tools listed. A tool name that tasks give different schemas is exported
+/// once per schema under a distinct name (see the module documentation).
 pub fn tool_rows(tasks: &[Task], options: &ToolExportOptions) -> crate::Result<ToolExport> {
     if tasks.is_empty() {
         return Err(ExportError::Empty.into());
@@ -117,56 +216,68 @@ pub fn tool_rows(tasks: &[Task], options: &ToolExportOptions) -> crate::Result<T
         ExportFormat::Verl => Protocol::OpenAi,
         ExportFormat::Skyrl => Protocol::Hermes,
     };
-    let mut tools = Vec::new();
-    let mut declared: BTreeMap<&str, (usize, &str)> = BTreeMap::new();
+    let (tools, index) = export_tools(tasks);
     let mut rows = Vec::with_capacity(tasks.len());
     for (i, task) in tasks.iter().enumerate() {
+        let mut own = BTreeMap::new();
+        let mut listed = Vec::new();
         for tool in &task.tools {
-            let schema = tool.openai_schema();
-            match declared.get(tool.name.as_str()) {
-                None => {
-                    declared.insert(&tool.name, (tools.len(), &task.id));
-                    tools.push(schema);
-                }
-                Some(&(at, first)) if tools[at] != schema => {
-                    return Err(ExportError::ToolConflict {
-                        tool: tool.name.clone(),
-                        first: first.to_owned(),
-                        second: task.id.clone(),
-                    }
-                    .into());
-                }
-                Some(_) => {}
-            }
+            let exported = &tools[index[&tool_key(tool)]];
+            own.insert(exported.name.clone(), tool.name.clone());
+            listed.push(exported.name.as_str());
         }
         let text = serde_json::to_string(task).map_err(|source| crate::Error::Json {
             context: format!("serialising task {}", task.id),
             source,
         })?;
+        let mut system = system_prompt(task, protocol);
+        let partial = own.len() < tools.len() || own.iter().any(|(e, t)| e != t);
+        if protocol == Protocol::OpenAi && partial {
+            system.push_str(&format!(
+                "\n\nOf the functions available, this request has only these: {}.",
+                listed.join(", ")
+            ));
+        }
         rows.push(ToolExportRow {
             index: i as i64,
             task_id: task.id.clone(),
             task: text,
             prompt: vec![
-                Message::new("system", system_prompt(task, protocol)),
+                Message::new("system", system),
                 Message::new("user", task.instruction.clone()),
             ],
+            tools: own,
         });
     }
     Ok(ToolExport { rows, tools })
 }
 
+/// The `create_kwargs` of exported tool `tool` in `row`: the task id, and for a renamed tool
+/// the task's own name of it (`""` when the task does not have this variant).
+fn create_kwargs(row: &ToolExportRow, tool: &ExportedTool) -> Value {
+    if tool.renamed() {
+        let own = row.tools.get(&tool.name).map_or("", String::as_str);
+        json!({ "task_id": row.task_id, "tool": own })
+    } else {
+        json!({ "task_id": row.task_id })
+    }
+}
+
 /// A row as the trainer's JSON object (the same fields the parquet file holds). `tools` are
-/// the export's tool names (every row carries `tools_kwargs` for each, as one parquet schema
-/// serves all rows).
-pub fn tool_row_json(row: &ToolExportRow, tools: &[&str], options: &ToolExportOptions) -> Value {
+/// the export's tools: every row carries a `tools_kwargs` entry for each, as one parquet schema
+/// serves all rows.
+pub fn tool_row_json(
+    row: &ToolExportRow,
+    tools: &[ExportedTool],
+    options: &ToolExportOptions,
+) -> Value {
     let (label, extra) = match options.format {
         ExportFormat::Verl => {
             let tools_kwargs: serde_json::Map<String, Value> = tools
                 .iter()
-                .map(|name| {
-                    let kwargs = json!({ "create_kwargs": { "task_id": row.task_id } });
-                    ((*name).to_owned(), kwargs)
+                .map(|tool| {
+                    let kwargs = json!({ "create_kwargs": create_kwargs(row, tool) });
+                    (tool.name.clone(), kwargs)
                 })
                 .collect();
             let extra = json!({
@@ -206,17 +317,23 @@ pub fn tool_row_json(row: &ToolExportRow, tools: &[&str], options: &ToolExportOp
     value
 }
 
-/// The parquet schema of a task export with these tool names.
-pub fn tool_parquet_schema(format: ExportFormat, tools: &[&str]) -> String {
+/// The parquet schema of a task export with these tools.
+pub fn tool_parquet_schema(format: ExportFormat, tools: &[ExportedTool]) -> String {
     const TASK_ID: &str =
         "required group ground_truth {\n      required binary task_id (UTF8);\n    }";
     match format {
         ExportFormat::Verl => {
             let mut kwargs = String::new();
-            for name in tools {
+            for tool in tools {
+                let name = &tool.name;
+                let own = if tool.renamed() {
+                    "\n          required binary tool (UTF8);"
+                } else {
+                    ""
+                };
                 kwargs.push_str(&format!(
                     "\n      required group {name} {{\n        required group create_kwargs {{\n          \
-                     required binary task_id (UTF8);\n        }}\n      }}"
+                     required binary task_id (UTF8);{own}\n        }}\n      }}"
                 ));
             }
             format!(
@@ -265,7 +382,15 @@ fn tool_columns(export: &ToolExport, options: &ToolExportOptions) -> Vec<Column>
     ];
     match options.format {
         ExportFormat::Verl => {
-            columns.extend(export.tools.iter().map(|_| ids()));
+            for tool in &export.tools {
+                columns.push(ids());
+                if tool.renamed() {
+                    let own = rows
+                        .iter()
+                        .map(|r| r.tools.get(&tool.name).map_or("", String::as_str));
+                    columns.push(str_column(own));
+                }
+            }
             columns.push(same(&options.interaction));
             columns.push(ids());
             columns.push(str_column(rows.iter().map(|r| r.task.as_str())));
@@ -276,7 +401,7 @@ fn tool_columns(export: &ToolExport, options: &ToolExportOptions) -> Vec<Column>
     columns
 }
 
-/// verl's tool config: one [`VERL_TOOL_CLASS`] entry per tool, with the tool's OpenAI schema.
+/// verl's tool config: one [`VERL_TOOL_CLASS`] entry per exported tool, with its OpenAI schema.
 pub fn verl_tool_config(tools: &[Value]) -> Value {
     let entries: Vec<Value> = tools
         .iter()
@@ -335,21 +460,20 @@ pub fn export_tasks(
     options: &ToolExportOptions,
 ) -> crate::Result<Vec<PathBuf>> {
     let export = tool_rows(tasks, options)?;
-    let names = export.tool_names();
     if path.extension().is_some_and(|e| e == "jsonl") {
         let rows = export.rows.iter();
-        write_json_lines(path, rows.map(|r| tool_row_json(r, &names, options)))?;
+        write_json_lines(path, rows.map(|r| tool_row_json(r, &export.tools, options)))?;
     } else {
         write_columns(
             path,
-            &tool_parquet_schema(options.format, &names),
+            &tool_parquet_schema(options.format, &export.tools),
             tool_columns(&export, options),
         )?;
     }
     let mut files = vec![path.to_path_buf()];
     if options.format == ExportFormat::Verl {
         let tools = tool_config_path(path);
-        write_yaml(&tools, &verl_tool_config(&export.tools))?;
+        write_yaml(&tools, &verl_tool_config(&export.schemas()))?;
         let interaction = interaction_config_path(path);
         write_yaml(&interaction, &verl_interaction_config(options))?;
         files.extend([tools, interaction]);

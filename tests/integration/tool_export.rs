@@ -6,8 +6,8 @@ use rulegym::env::Environment;
 use rulegym::env::export::{ExportFormat, read_parquet_json};
 use rulegym::env::tool::{Protocol, ToolEnv, ToolEnvConfig, ToolWorld};
 use rulegym::env::tool_export::{
-    INTERACTION_NAME, SKYRL_TOOL_ENV, ToolExportOptions, VERL_INTERACTION_CLASS, VERL_TOOL_CLASS,
-    export_tasks, interaction_config_path, tool_config_path, tool_rows,
+    ExportedTool, INTERACTION_NAME, SKYRL_TOOL_ENV, ToolExportOptions, VERL_INTERACTION_CLASS,
+    VERL_TOOL_CLASS, export_tasks, interaction_config_path, tool_config_path, tool_rows,
 };
 use rulegym::env::tool_user::RuleUser;
 use rulegym::reward::rubric::{RubricScorer, ScoreConfig};
@@ -216,17 +216,8 @@ fn task_export_is_deterministic_and_checked() {
         .collect();
     assert!(leftovers.is_empty(), "{leftovers:?}");
 
-    // One tool name with two schemas cannot be declared once: an error naming both tasks.
-    let mut other = tasks[0].clone();
-    other.id = "other-task".into();
-    other.tools[0].description.push_str(" (changed)");
-    let err = tool_rows(&[tasks[0].clone(), other], &options)
-        .unwrap_err()
-        .to_string();
-    assert!(
-        err.contains(&tasks[0].tools[0].name) && err.contains("other-task"),
-        "{err}"
-    );
+    // One tool name with two schemas (LLM-made tasks often bring two different `send_email`s):
+    // see `two_schemas_of_one_tool_name_export_as_two_tools`.
     assert!(tool_rows(&[], &options).is_err());
 
     // Bad input through the CLI: an error message, not a panic.
@@ -249,4 +240,95 @@ fn task_export_is_deterministic_and_checked() {
         stderr.contains("bad.jsonl") && !stderr.contains("panicked"),
         "{stderr}"
     );
+}
+
+#[test]
+fn two_schemas_of_one_tool_name_export_as_two_tools() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = tasks_file(dir.path(), 3);
+    let tasks = load_tasks(&file, ValidateOptions::default()).unwrap();
+    // Task b's first tool has the name of a's and another schema; task c lacks a's last tool.
+    let a = tasks[0].clone();
+    let mut b = tasks[1].clone();
+    b.id = "b-task".into();
+    b.tools[0].description.push_str(" (another service)");
+    let mut c = tasks[2].clone();
+    c.id = "c-task".into();
+    let name = a.tools[0].name.clone();
+    c.tools.pop();
+    c.validate(ValidateOptions::default()).unwrap();
+    let mixed = vec![a.clone(), b.clone(), c.clone()];
+    let options = ToolExportOptions::default();
+    let export = tool_rows(&mixed, &options).unwrap();
+
+    let variants: Vec<&ExportedTool> = export.tools.iter().filter(|t| t.tool == name).collect();
+    assert_eq!(variants.len(), 2);
+    for (variant, task) in variants.iter().zip([&a, &b]) {
+        assert!(variant.renamed());
+        let (stem, hash) = variant.name.split_once("__").unwrap();
+        assert_eq!(stem, name);
+        assert_eq!(hash.len(), 8);
+        let mut schema = task.tools[0].openai_schema();
+        schema["function"]["name"] = variant.name.clone().into();
+        assert_eq!(variant.schema, schema);
+    }
+    assert_ne!(variants[0].name, variants[1].name);
+    // Names without a conflict are kept.
+    for tool in export.tools.iter().filter(|t| t.tool != name) {
+        assert_eq!(tool.name, tool.tool);
+        assert!(!tool.renamed());
+    }
+    assert_eq!(export.tools.len(), a.tools.len() + 1);
+
+    let out = dir.path().join("mixed.parquet");
+    export_tasks(&out, &mixed, &options).unwrap();
+    let rows = read_parquet_json(&out).unwrap();
+    let entries = yaml(&tool_config_path(&out))["tools"]
+        .as_array()
+        .unwrap()
+        .clone();
+    let schemas: Vec<&Value> = entries.iter().map(|e| &e["tool_schema"]).collect();
+    assert_eq!(
+        schemas,
+        export.tools.iter().map(|t| &t.schema).collect::<Vec<_>>()
+    );
+    for (row, task) in rows.iter().zip(&mixed) {
+        let kwargs = row["extra_info"]["tools_kwargs"].as_object().unwrap();
+        assert_eq!(kwargs.len(), export.tools.len());
+        for tool in &export.tools {
+            let create = &kwargs[&tool.name]["create_kwargs"];
+            assert_eq!(create["task_id"], task.id.as_str());
+            let own = task.tools.iter().any(|t| {
+                let mut s = t.openai_schema();
+                s["function"]["name"] = tool.name.clone().into();
+                s == tool.schema
+            });
+            match (tool.renamed(), own) {
+                (true, true) => assert_eq!(create["tool"], name.as_str()),
+                (true, false) => assert_eq!(create["tool"], ""),
+                (false, _) => assert!(create.get("tool").is_none(), "{create}"),
+            }
+        }
+        // The system prompt names the task's own tools, as exported.
+        let system = row["prompt"][0]["content"].as_str().unwrap();
+        let (_, listed) = system.rsplit_once("this request has only these: ").unwrap();
+        let listed: Vec<&str> = listed.trim_end_matches('.').split(", ").collect();
+        assert_eq!(listed.len(), task.tools.len());
+        for (exported, tool) in listed.iter().zip(&task.tools) {
+            let e = export.tools.iter().find(|t| t.name == *exported).unwrap();
+            assert_eq!(e.tool, tool.name);
+        }
+    }
+    // Deterministic, and JSONL holds the same rows.
+    let again = dir.path().join("again.parquet");
+    export_tasks(&again, &mixed, &options).unwrap();
+    assert_eq!(std::fs::read(&out).unwrap(), std::fs::read(&again).unwrap());
+    let jsonl = dir.path().join("mixed.jsonl");
+    export_tasks(&jsonl, &mixed, &options).unwrap();
+    let lines: Vec<Value> = std::fs::read_to_string(&jsonl)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(lines, rows);
 }
