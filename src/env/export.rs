@@ -36,17 +36,6 @@ pub enum ExportError {
     /// Nothing to export.
     #[error("nothing to export (no questions or tasks)")]
     Empty,
-    /// Two tasks declare a tool of the same name with different schemas (verl declares every
-    /// tool once per run, in one tool config).
-    #[error("tool {tool:?} has different schemas in tasks {first:?} and {second:?}")]
-    ToolConflict {
-        /// The tool name.
-        tool: String,
-        /// The task that declared it first.
-        first: String,
-        /// The task whose declaration differs.
-        second: String,
-    },
 }
 
 /// The trainer a file is for.
