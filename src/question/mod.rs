@@ -371,26 +371,32 @@ pub fn verify(
             "verification needs at least one engine".into(),
         ));
     }
-    let chunk = questions.len().div_ceil(engines.len()).max(1);
+    // Engines pull small batches from a shared queue, so one engine never idles while another
+    // still holds a slow part; every question keeps its position, so order is unaffected.
+    let queue = std::sync::Mutex::new(questions.chunks_mut(4));
     std::thread::scope(|scope| {
-        let workers: Vec<_> = questions
-            .chunks_mut(chunk)
-            .zip(engines)
-            .map(|(part, engine)| {
+        let workers: Vec<_> = engines
+            .iter()
+            .map(|engine| {
+                let queue = &queue;
                 scope.spawn(move || -> crate::Result<()> {
-                    for q in part {
-                        let gold = q.plan.evaluate(engine)?;
-                        if gold != q.answers {
-                            return Err(QueryError::OracleMismatch {
-                                question: q.question.clone(),
-                                engine: gold,
-                                native: q.answers.clone(),
+                    loop {
+                        let Some(batch) = queue.lock().expect("not poisoned").next() else {
+                            return Ok(());
+                        };
+                        for q in batch {
+                            let gold = q.plan.evaluate(engine)?;
+                            if gold != q.answers {
+                                return Err(QueryError::OracleMismatch {
+                                    question: q.question.clone(),
+                                    engine: gold,
+                                    native: q.answers.clone(),
+                                }
+                                .into());
                             }
-                            .into());
+                            q.answers = gold;
                         }
-                        q.answers = gold;
                     }
-                    Ok(())
                 })
             })
             .collect();
