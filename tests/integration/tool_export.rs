@@ -164,11 +164,7 @@ fn verl_and_skyrl_task_rows_read_back() {
     let jsonl = dir.path().join("verl/train.jsonl");
     let options = ToolExportOptions::default();
     export_tasks(&jsonl, &tasks, &options).unwrap();
-    let lines: Vec<Value> = std::fs::read_to_string(&jsonl)
-        .unwrap()
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect();
+    let lines: Vec<Value> = rulegym::dataset::jsonl::read_jsonl(&jsonl).unwrap();
     assert_eq!(lines, rows);
 
     // SkyRL: the Hermes prompt, the env id rulegym.skyrl registers, the task in extra_info.
@@ -325,10 +321,6 @@ fn two_schemas_of_one_tool_name_export_as_two_tools() {
     assert_eq!(std::fs::read(&out).unwrap(), std::fs::read(&again).unwrap());
     let jsonl = dir.path().join("mixed.jsonl");
     export_tasks(&jsonl, &mixed, &options).unwrap();
-    let lines: Vec<Value> = std::fs::read_to_string(&jsonl)
-        .unwrap()
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect();
+    let lines: Vec<Value> = rulegym::dataset::jsonl::read_jsonl(&jsonl).unwrap();
     assert_eq!(lines, rows);
 }
