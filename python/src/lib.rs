@@ -495,24 +495,6 @@ fn bench_rust_steps(
     .map_err(err)
 }
 
-/// Reads a dataset's `questions.jsonl`.
-fn read_questions(path: &Path) -> rulegym::Result<Vec<Question>> {
-    let text = std::fs::read_to_string(path).map_err(|source| rulegym::Error::Io {
-        context: format!("reading {}", path.display()),
-        source,
-    })?;
-    text.lines()
-        .enumerate()
-        .filter(|(_, l)| !l.trim().is_empty())
-        .map(|(i, line)| {
-            serde_json::from_str(line).map_err(|source| rulegym::Error::Json {
-                context: format!("{} line {}", path.display(), i + 1),
-                source,
-            })
-        })
-        .collect()
-}
-
 /// Proof-derived oracle trajectories of every question of a dataset directory, replayed in
 /// the search environment (as `rulegym oracle`): `[{"id", "messages", "f1",
 /// "retrieval_misses", "failure"}]`.
@@ -527,7 +509,8 @@ fn oracle<'py>(
     let trajectories = py
         .allow_threads(|| -> rulegym::Result<Vec<_>> {
             let universe = rulegym::dataset::load_universe(&dataset)?;
-            let questions = read_questions(&dataset.join("questions.jsonl"))?;
+            let questions =
+                rulegym::dataset::jsonl::read_jsonl::<Question>(&dataset.join("questions.jsonl"))?;
             let retriever: Arc<dyn Retriever> = load_cached(&index)?;
             let config = SearchEnvConfig {
                 top_k,
