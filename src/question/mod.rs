@@ -355,9 +355,9 @@ pub fn propose_all(universe: &Universe, config: &QuestionConfig) -> crate::Resul
     })
 }
 
-/// Phase 2: runs every proposal's query on the engines (in parallel, from a shared queue) and takes the
-/// engine's answers as gold. A disagreement with the native screen is a bug in the rule base or
-/// the evaluator, and fails generation loudly rather than writing a doubtful answer.
+/// Phase 2: runs every proposal's query on the engines (in parallel, from a shared queue) and
+/// takes the engine's answers as gold. A disagreement with the native screen is a bug in the rule
+/// base or the evaluator, and fails generation loudly rather than writing a doubtful answer.
 pub fn verify(
     engines: &[Engine],
     proposals: Proposals,
