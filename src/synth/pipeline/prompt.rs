@@ -61,31 +61,32 @@ impl Prompt {
     }
 }
 
+/// A prompt file `prompts/synth/<stage>.<version>.md`, embedded, versioned by its file name.
+macro_rules! prompt_file {
+    ($stage:literal, $version:literal) => {
+        Prompt {
+            version: concat!($stage, ".", $version),
+            text: include_str!(concat!(
+                "../../../prompts/synth/",
+                $stage,
+                ".",
+                $version,
+                ".md"
+            )),
+        }
+    };
+}
+
 /// Persona -> task, workflow, tools, forbidden behaviour.
-pub const DRAFT: Prompt = Prompt {
-    version: "draft.v1",
-    text: include_str!("../../../prompts/synth/draft.v1.md"),
-};
+pub const DRAFT: Prompt = prompt_file!("draft", "v1");
 /// The tool check.
-pub const TOOLS: Prompt = Prompt {
-    version: "tools.v1",
-    text: include_str!("../../../prompts/synth/tools.v1.md"),
-};
+pub const TOOLS: Prompt = prompt_file!("tools", "v1");
 /// The fuzzy rewrite.
-pub const REWRITE: Prompt = Prompt {
-    version: "rewrite.v1",
-    text: include_str!("../../../prompts/synth/rewrite.v1.md"),
-};
+pub const REWRITE: Prompt = prompt_file!("rewrite", "v1");
 /// The teacher's system prompt (wraps the environment's).
-pub const TEACHER: Prompt = Prompt {
-    version: "teacher.v1",
-    text: include_str!("../../../prompts/synth/teacher.v1.md"),
-};
+pub const TEACHER: Prompt = prompt_file!("teacher", "v1");
 /// Rubric extraction.
-pub const RUBRIC: Prompt = Prompt {
-    version: "rubric.v1",
-    text: include_str!("../../../prompts/synth/rubric.v1.md"),
-};
+pub const RUBRIC: Prompt = prompt_file!("rubric", "v1");
 
 /// Every prompt, in stage order.
 pub const PROMPTS: [Prompt; 5] = [DRAFT, TOOLS, REWRITE, TEACHER, RUBRIC];
