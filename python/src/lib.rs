@@ -36,6 +36,17 @@ fn err(e: impl std::fmt::Display) -> PyErr {
     RulegymError::new_err(e.to_string())
 }
 
+/// Runs `f` on a locked environment with the GIL released (environments are shared by Python
+/// threads; a step may retrieve or score for milliseconds).
+fn with_env<E: Send, T: Send, X: std::fmt::Display + Send>(
+    py: Python<'_>,
+    env: &Mutex<E>,
+    f: impl FnOnce(&mut E) -> Result<T, X> + Send,
+) -> PyResult<T> {
+    py.allow_threads(|| f(&mut env.lock().expect("not poisoned")))
+        .map_err(err)
+}
+
 // ---------------------------------------------------------------------------------------------
 // JSON <-> Python
 
@@ -438,29 +449,21 @@ impl SearchEnv {
 
     /// Starts (or restarts) the episode; returns the prompt messages.
     fn reset<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyList>> {
-        let messages = py
-            .allow_threads(|| self.inner.lock().expect("not poisoned").reset())
-            .map_err(err)?;
+        let messages = with_env(py, &self.inner, |env| env.reset())?;
         messages_to_py(py, &messages)
     }
 
     /// Applies one action; returns `{"observations", "reward", "done", "metadata",
     /// "env_spans"}`.
     fn step<'py>(&self, py: Python<'py>, action: &str) -> PyResult<Bound<'py, PyDict>> {
-        let action = action.to_owned();
-        let step = py
-            .allow_threads(|| self.inner.lock().expect("not poisoned").step(&action))
-            .map_err(err)?;
+        let step = with_env(py, &self.inner, |env| env.step(action))?;
         step_to_py(py, &step)
     }
 
     /// Applies one action without building the result (for overhead measurements): returns
     /// only the reward.
     fn step_reward(&self, py: Python<'_>, action: &str) -> PyResult<f64> {
-        let action = action.to_owned();
-        let step = py
-            .allow_threads(|| self.inner.lock().expect("not poisoned").step(&action))
-            .map_err(err)?;
+        let step = with_env(py, &self.inner, |env| env.step(action))?;
         Ok(step.reward)
     }
 
@@ -746,19 +749,14 @@ impl ToolEnv {
     /// Starts (or restarts) the episode; returns the prompt (system with the tools, user
     /// instruction).
     fn reset<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyList>> {
-        let messages = py
-            .allow_threads(|| self.inner.lock().expect("not poisoned").reset())
-            .map_err(err)?;
+        let messages = with_env(py, &self.inner, |env| env.reset())?;
         messages_to_py(py, &messages)
     }
 
     /// Applies an assistant turn given as text; returns `{"observations", "reward", "done",
     /// "metadata", "env_spans"}` (the rubric result is in `metadata` at the end).
     fn step<'py>(&self, py: Python<'py>, action: &str) -> PyResult<Bound<'py, PyDict>> {
-        let action = action.to_owned();
-        let step = py
-            .allow_threads(|| self.inner.lock().expect("not poisoned").step(&action))
-            .map_err(err)?;
+        let step = with_env(py, &self.inner, |env| env.step(action))?;
         step_to_py(py, &step)
     }
 
