@@ -72,6 +72,28 @@ fn reduce(lid: u32) {
     }
 }
 
+struct Hit {
+    score: f32,
+    index: u32,
+}
+
+// Whether candidate (s, idx) may be this pass's pick (pass 0, or ranking strictly after the
+// previous pick) and ranks before the invocation's best so far.
+fn improves(j: u32, prev: Hit, s: f32, idx: u32, best: Hit) -> bool {
+    return (j == 0u || before(prev.score, prev.index, s, idx)) && before(s, idx, best.score, best.index);
+}
+
+// The workgroup's pick of one selection pass: the best of every invocation's `best`; call with
+// every invocation.
+fn pick(lid: u32, best: Hit) -> Hit {
+    red_score[lid] = best.score;
+    red_index[lid] = best.index;
+    reduce(lid);
+    let hit = Hit(red_score[0], red_index[0]);
+    workgroupBarrier();
+    return hit;
+}
+
 @compute @workgroup_size(256)
 fn score_partial(
     @builtin(workgroup_id) wid: vec3<u32>,
@@ -101,31 +123,23 @@ fn score_partial(
     workgroupBarrier();
     let valid = min(TILE, p.rows - first);
     let out = (q * p.slots + p.tile_base + t) * p.k;
-    var prev_s = 0.0;
-    var prev_i = NONE;
+    var prev = Hit(0.0, NONE);
     for (var j = 0u; j < p.k; j++) {
-        var bs = 0.0;
-        var bi = NONE;
+        var best = Hit(0.0, NONE);
         for (var i = 0u; i < PER; i++) {
             let slot = i * WG + lid;
             if slot < valid {
                 let s = tile_score[slot];
                 let idx = p.row_base + first + slot;
-                if (j == 0u || before(prev_s, prev_i, s, idx)) && before(s, idx, bs, bi) {
-                    bs = s;
-                    bi = idx;
+                if improves(j, prev, s, idx, best) {
+                    best = Hit(s, idx);
                 }
             }
         }
-        red_score[lid] = bs;
-        red_index[lid] = bi;
-        reduce(lid);
-        prev_s = red_score[0];
-        prev_i = red_index[0];
-        workgroupBarrier();
+        prev = pick(lid, best);
         if lid == 0u {
-            part_score[out + j] = prev_s;
-            part_index[out + j] = prev_i;
+            part_score[out + j] = prev.score;
+            part_index[out + j] = prev.index;
         }
     }
 }
@@ -142,28 +156,20 @@ fn merge(
     }
     let n = p.slots * p.k;
     let base = q * n;
-    var prev_s = 0.0;
-    var prev_i = NONE;
+    var prev = Hit(0.0, NONE);
     for (var j = 0u; j < p.k; j++) {
-        var bs = 0.0;
-        var bi = NONE;
+        var best = Hit(0.0, NONE);
         for (var c = lid; c < n; c += WG) {
             let s = part_score[base + c];
             let idx = part_index[base + c];
-            if (j == 0u || before(prev_s, prev_i, s, idx)) && before(s, idx, bs, bi) {
-                bs = s;
-                bi = idx;
+            if improves(j, prev, s, idx, best) {
+                best = Hit(s, idx);
             }
         }
-        red_score[lid] = bs;
-        red_index[lid] = bi;
-        reduce(lid);
-        prev_s = red_score[0];
-        prev_i = red_index[0];
-        workgroupBarrier();
+        prev = pick(lid, best);
         if lid == 0u {
-            out_score[q * p.k + j] = prev_s;
-            out_index[q * p.k + j] = prev_i;
+            out_score[q * p.k + j] = prev.score;
+            out_index[q * p.k + j] = prev.index;
         }
     }
 }
