@@ -2,25 +2,18 @@
 //! write trajectories, a JSON report, SVG plots and report.html.
 
 use crate::Result;
-use crate::cli::oracle::read_questions;
-use crate::dataset::load_universe;
+use crate::cli::oracle::SearchData;
 use crate::env::eval::{ChatClient, ClientConfig, EvalConfig, evaluate, report, write_outputs};
-use crate::env::search::{Retriever, SearchEnvConfig};
-use crate::retrieval::SearchIndex;
+use crate::env::search::SearchEnvConfig;
 use std::path::PathBuf;
-use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 /// Flags of `rulegym eval`.
 #[derive(clap::Args, Debug)]
 pub struct Args {
-    /// A directory written by `rulegym generate` (universe and questions.jsonl).
-    #[arg(long)]
-    dataset: PathBuf,
-    /// An index built by `rulegym index` over the dataset's articles.jsonl.
-    #[arg(long)]
-    index: PathBuf,
+    #[command(flatten)]
+    data: SearchData,
     /// OpenAI-compatible endpoint: base URL (`http://host:8000/v1`) or full chat-completions URL.
     #[arg(long)]
     endpoint: String,
@@ -99,15 +92,13 @@ pub fn run(args: Args) -> Result<()> {
         concurrency: args.concurrency,
     };
     config.env.validate()?;
-    let universe = load_universe(&args.dataset)?;
-    let mut questions = read_questions(&args.dataset.join("questions.jsonl"))?;
+    let (universe, mut questions, index) = args.data.load()?;
     if let Some(split) = &args.split {
         questions.retain(|q| &q.split == split);
     }
     if let Some(limit) = args.limit {
         questions.truncate(limit);
     }
-    let index: Arc<dyn Retriever> = Arc::new(SearchIndex::load(&args.index)?);
     let done = AtomicUsize::new(0);
     let total = questions.len();
     let progress = |_: &crate::env::eval::EpisodeRecord| {

@@ -5,20 +5,38 @@ use crate::env::oracle::replay;
 use crate::env::search::{Retriever, SearchEnvConfig};
 use crate::question::Question;
 use crate::retrieval::SearchIndex;
+use crate::universe::Universe;
 use crate::{Error, Result};
 use rayon::prelude::*;
 use std::path::PathBuf;
 use std::sync::Arc;
 
-/// Flags of `rulegym oracle`.
+/// The dataset and index flags of the commands that play the search environment.
 #[derive(clap::Args, Debug)]
-pub struct Args {
+pub struct SearchData {
     /// A directory written by `rulegym generate` (universe and questions.jsonl).
     #[arg(long)]
     dataset: PathBuf,
     /// An index built by `rulegym index` over the dataset's articles.jsonl.
     #[arg(long)]
     index: PathBuf,
+}
+
+impl SearchData {
+    /// Loads the universe, its questions (file order) and the index.
+    pub fn load(&self) -> Result<(Universe, Vec<Question>, Arc<dyn Retriever>)> {
+        let universe = load_universe(&self.dataset)?;
+        let questions = read_questions(&self.dataset.join("questions.jsonl"))?;
+        let index: Arc<dyn Retriever> = Arc::new(SearchIndex::load(&self.index)?);
+        Ok((universe, questions, index))
+    }
+}
+
+/// Flags of `rulegym oracle`.
+#[derive(clap::Args, Debug)]
+pub struct Args {
+    #[command(flatten)]
+    data: SearchData,
     /// Output JSONL: one line per question (id, messages, f1, retrieval_misses, failure).
     #[arg(long)]
     out: PathBuf,
@@ -34,9 +52,7 @@ pub fn read_questions(path: &std::path::Path) -> Result<Vec<Question>> {
 
 /// Runs `rulegym oracle`.
 pub fn run(args: Args) -> Result<()> {
-    let universe = load_universe(&args.dataset)?;
-    let questions = read_questions(&args.dataset.join("questions.jsonl"))?;
-    let index: Arc<dyn Retriever> = Arc::new(SearchIndex::load(&args.index)?);
+    let (universe, questions, index) = args.data.load()?;
     let config = SearchEnvConfig {
         top_k: args.top_k,
         ..SearchEnvConfig::default()
