@@ -283,11 +283,7 @@ impl BertEncoder {
                 "BERT embedding of {text:?}"
             )));
         }
-        let norm = out
-            .iter()
-            .map(|x| (*x as f64) * (*x as f64))
-            .sum::<f64>()
-            .sqrt();
+        let norm = super::l2_norm(&out);
         if norm > 0.0 {
             for x in out.iter_mut() {
                 *x = (*x as f64 / norm) as f32;

@@ -264,11 +264,7 @@ impl BuiltinEncoder {
             }
             i = j;
         }
-        let norm = out
-            .iter()
-            .map(|x| (*x as f64) * (*x as f64))
-            .sum::<f64>()
-            .sqrt();
+        let norm = super::l2_norm(&out);
         if norm > 0.0 {
             let inv = (1.0 / norm) as f32;
             out.iter_mut().for_each(|x| *x *= inv);

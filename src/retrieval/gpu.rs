@@ -48,13 +48,7 @@ struct Params {
 /// that rounding can explain: `dim * f32::EPSILON * |q| * |x|` (the standard bound for a
 /// recursive sum of `dim` products, in any association).
 pub fn score_tolerance(q: &[f32], x: &[f32]) -> f32 {
-    let n = |v: &[f32]| {
-        v.iter()
-            .map(|a| (*a as f64) * (*a as f64))
-            .sum::<f64>()
-            .sqrt()
-    };
-    (q.len() as f64 * f32::EPSILON as f64 * n(q) * n(x)) as f32
+    (q.len() as f64 * f32::EPSILON as f64 * super::l2_norm(q) * super::l2_norm(x)) as f32
 }
 
 /// A flat index uploaded to a GPU: rows in row-major chunks of at most

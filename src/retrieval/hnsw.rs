@@ -186,11 +186,10 @@ impl HnswIndex {
             return Err(RetrievalError::Shape(format!("{len} rows exceed u32::MAX")));
         }
         for (i, v) in data.chunks_exact(dim).enumerate() {
-            let n2: f64 = v.iter().map(|x| (*x as f64) * (*x as f64)).sum();
-            if n2 != 0.0 && (n2.sqrt() - 1.0).abs() > 1e-3 {
+            let norm = super::l2_norm(v);
+            if norm != 0.0 && (norm - 1.0).abs() > 1e-3 {
                 return Err(RetrievalError::Config(format!(
-                    "HNSW needs unit or zero vectors (inner-product distance); row {i} has norm {:.4}",
-                    n2.sqrt()
+                    "HNSW needs unit or zero vectors (inner-product distance); row {i} has norm {norm:.4}"
                 )));
             }
         }

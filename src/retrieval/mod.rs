@@ -22,6 +22,14 @@ pub use flat::FlatIndex;
 pub use store::{EncoderChoice, IndexKind, SearchIndex};
 pub use topk::Hit;
 
+/// The Euclidean norm of `v`, accumulated in f64 in element order (deterministic).
+pub(crate) fn l2_norm(v: &[f32]) -> f64 {
+    v.iter()
+        .map(|x| (*x as f64) * (*x as f64))
+        .sum::<f64>()
+        .sqrt()
+}
+
 /// Errors of the retrieval module.
 #[derive(Debug, thiserror::Error)]
 pub enum RetrievalError {
