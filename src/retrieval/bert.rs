@@ -283,7 +283,7 @@ impl BertEncoder {
                 "BERT embedding of {text:?}"
             )));
         }
-        let norm = super::l2_norm(&out);
+        let norm = super::l2_norm(out);
         if norm > 0.0 {
             for x in out.iter_mut() {
                 *x = (*x as f64 / norm) as f32;

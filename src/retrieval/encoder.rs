@@ -264,7 +264,7 @@ impl BuiltinEncoder {
             }
             i = j;
         }
-        let norm = super::l2_norm(&out);
+        let norm = super::l2_norm(out);
         if norm > 0.0 {
             let inv = (1.0 / norm) as f32;
             out.iter_mut().for_each(|x| *x *= inv);
