@@ -1,34 +1,11 @@
 //! Universe generation and engine load, in people per second, at 1K and 10K people.
-//! `cargo bench --bench generation`. Each iteration checks its output (people loaded == people
-//! generated), so the bench is also a test.
+//! `cargo bench --bench generation`. Each iteration checks its output (the build checks that the
+//! engine holds every person; the bench checks the article count), so the bench is also a test.
 
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
-use rulegym::corpus;
-use rulegym::engine::{Engine, Term, Var};
+use rulegym::dataset::{self, BuildConfig};
 use rulegym::universe::{Universe, UniverseConfig};
 use std::time::Duration;
-
-fn people_loaded(engine: &Engine) -> i64 {
-    let (p, n) = (Var::numbered(0), Var::numbered(1));
-    let goal = Term::compound(
-        "count_solutions",
-        [
-            Term::compound("gender", [Term::var(&p), Term::atom("female")]),
-            Term::var(&n),
-        ],
-    );
-    let female = engine.query(&goal, std::slice::from_ref(&n)).unwrap()[0][0]
-        .as_int()
-        .unwrap();
-    let goal = Term::compound(
-        "count_solutions",
-        [
-            Term::compound("gender", [Term::var(&p), Term::atom("male")]),
-            Term::var(&n),
-        ],
-    );
-    female + engine.query(&goal, &[n]).unwrap()[0][0].as_int().unwrap()
-}
 
 fn generation(c: &mut Criterion) {
     let mut group = c.benchmark_group("generation");
@@ -57,18 +34,12 @@ fn generation(c: &mut Criterion) {
             &config,
             |b, config| {
                 b.iter(|| {
-                    let engine = std::thread::spawn(Engine::new);
-                    let u = Universe::generate(config).unwrap();
-                    let facts = u.facts();
-                    let engine = engine.join().unwrap().unwrap();
-                    let articles = std::thread::scope(|s| {
-                        let loading = s.spawn(|| engine.consult("facts", &facts));
-                        let articles = corpus::articles(&u);
-                        loading.join().unwrap().unwrap();
-                        articles
-                    });
-                    assert_eq!(articles.len(), people);
-                    assert_eq!(people_loaded(&engine), people as i64);
+                    let data = dataset::build(&BuildConfig {
+                        engines: 1,
+                        ..BuildConfig::new(config.clone(), None)
+                    })
+                    .unwrap();
+                    assert_eq!(data.articles.len(), people);
                 })
             },
         );

@@ -4,8 +4,8 @@
 //! warm engine (target < 1 ms median), and an exact canonical hit of the mapping simulator.
 
 use criterion::{Criterion, criterion_group, criterion_main};
-use rulegym::reward::rubric::{Event, RubricProgram, RubricScorer, ScoreConfig, Trajectory};
-use rulegym::synth::task::{RubricItem, Task, ValidateOptions};
+use rulegym::tooluse::rubric::{Event, RubricProgram, RubricScorer, ScoreConfig, Trajectory};
+use rulegym::tooluse::task::{RubricItem, Task, ValidateOptions};
 use serde_json::json;
 use std::hint::black_box;
 
@@ -103,10 +103,11 @@ fn bench(c: &mut Criterion) {
 }
 
 fn mapping(c: &mut Criterion) {
-    use rulegym::env::tool_sim::{MappingConfig, MappingSimulator};
+    use rulegym::tooluse::simulator::{MappingConfig, MappingSimulator};
     let task = task();
     let tool = task.tool("search_flights").unwrap().clone();
-    let outputs = rulegym::synth::schema::Schema::compile(tool.outputs.as_ref().unwrap()).unwrap();
+    let outputs =
+        rulegym::tooluse::schema::Schema::compile(tool.outputs.as_ref().unwrap()).unwrap();
     let sim = MappingSimulator::new("bench", None, None, MappingConfig::default()).unwrap();
     for i in 0..1000 {
         let args = json!({"destination": format!("City{i}"), "date": "2024-06-03"});

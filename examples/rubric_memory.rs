@@ -6,8 +6,8 @@
 //! `cargo run --release --example rubric_memory -- 10000 0` (0: no cap, every rubric stays in
 //! one engine, as before the cap existed). Asserts reward 1.0 for every task.
 
-use rulegym::reward::rubric::{RubricScorer, ScoreConfig};
-use rulegym::synth::worlds::{WorldConfig, generate, replay_oracle};
+use rulegym::tooluse::rubric::{RubricScorer, ScoreConfig};
+use rulegym::tooluse::rulegen::{RuleGenConfig, generate, replay_oracle};
 use rulegym::universe::{Universe, UniverseConfig};
 use std::sync::Arc;
 
@@ -43,9 +43,9 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             break;
         }
         let count = (n - done).min(1000);
-        let config = WorldConfig {
+        let config = RuleGenConfig {
             seed: chunk,
-            ..WorldConfig::default()
+            ..RuleGenConfig::default()
         };
         for w in generate(&universe, &config, count)? {
             let episode = replay_oracle(w.task, scorer.clone())?;

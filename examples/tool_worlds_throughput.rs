@@ -4,8 +4,8 @@
 //! `cargo run --release --example tool_worlds_throughput -- [COUNT] [RUNS]` (defaults 20000, 3).
 //! Universe: the default config (100 trees, ~1,000 people). Prints each run and the medians.
 
-use rulegym::reward::rubric::{RubricScorer, ScoreConfig};
-use rulegym::synth::worlds::{WorldConfig, generate, replay_oracle};
+use rulegym::tooluse::rubric::{RubricScorer, ScoreConfig};
+use rulegym::tooluse::rulegen::{RuleGenConfig, generate, replay_oracle};
 use rulegym::universe::{Universe, UniverseConfig};
 use std::sync::Arc;
 use std::time::Instant;
@@ -27,9 +27,9 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     );
     let (mut gen_rates, mut ver_rates, mut e2e_rates) = (Vec::new(), Vec::new(), Vec::new());
     for run in 0..runs {
-        let config = WorldConfig {
+        let config = RuleGenConfig {
             seed: run as u64,
-            ..WorldConfig::default()
+            ..RuleGenConfig::default()
         };
         let t0 = Instant::now();
         let tasks = generate(&universe, &config, count)?;
@@ -47,7 +47,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                 .map_init(
                     || Arc::new(RubricScorer::new(ScoreConfig::default()).expect("engine")),
                     |scorer, line| {
-                        let task = rulegym::synth::task::Task::from_json(line).expect("task");
+                        let task = rulegym::tooluse::task::Task::from_json(line).expect("task");
                         replay_oracle(task, scorer.clone()).expect("replay").reward
                     },
                 )

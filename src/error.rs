@@ -23,25 +23,53 @@ pub enum Error {
     Retrieval(#[from] crate::retrieval::RetrievalError),
     /// A tool-use task is malformed or missing.
     #[error(transparent)]
-    Task(#[from] crate::synth::task::TaskError),
+    Task(#[from] crate::tooluse::task::TaskError),
     /// A rubric could not be compiled or evaluated.
     #[error(transparent)]
-    Rubric(#[from] crate::reward::rubric::RubricError),
+    Rubric(#[from] crate::tooluse::rubric::RubricError),
     /// A tool or user simulator failed.
     #[error(transparent)]
-    Simulator(#[from] crate::env::tool_sim::SimError),
+    Simulator(#[from] crate::tooluse::simulator::SimError),
     /// An LLM backend failed.
     #[error(transparent)]
-    Llm(#[from] crate::synth::llm::LlmError),
+    Llm(#[from] crate::llm::LlmError),
     /// The task-synthesis pipeline failed.
+    #[cfg(feature = "synth")]
     #[error(transparent)]
-    Pipeline(#[from] crate::synth::pipeline::PipelineError),
+    Pipeline(#[from] crate::synth::PipelineError),
     /// A dataset export failed.
+    #[cfg(feature = "export")]
     #[error(transparent)]
     Export(#[from] crate::env::export::ExportError),
     /// A model evaluation failed (endpoint, report).
+    #[cfg(feature = "eval")]
     #[error(transparent)]
     Eval(#[from] crate::env::eval::EvalError),
+    /// A worker thread panicked (a bug: please report it).
+    #[error("a worker thread panicked during {0}")]
+    ThreadPanicked(&'static str),
+    /// An engine does not hold the whole universe after loading its facts.
+    #[error("the engine holds {loaded} people, the universe {people}")]
+    EngineIncomplete {
+        /// People the engine answered for.
+        loaded: i64,
+        /// People in the universe.
+        people: usize,
+    },
+    /// `step` was called on an episode that has ended (call `reset`).
+    #[error("step after the episode ended")]
+    EpisodeOver,
+    /// A dataset file is missing, does not match its manifest, or breaks an invariant.
+    #[error("{file}: {message}")]
+    Dataset {
+        /// The file (path, or name within the dataset, with the line where known).
+        file: String,
+        /// What is wrong.
+        message: String,
+    },
+    /// An output path exists and replacing it was not asked for.
+    #[error("{} already exists (pass --force to replace it)", .0.display())]
+    Exists(std::path::PathBuf),
     /// Reading or writing a file failed.
     #[error("{context}: {source}")]
     Io {

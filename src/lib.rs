@@ -11,6 +11,7 @@
 //! ```
 #![deny(missing_docs)]
 
+#[cfg(feature = "cli")]
 pub mod cli;
 pub mod corpus;
 pub mod dataset;
@@ -20,12 +21,16 @@ pub mod error;
 #[cfg(feature = "gpu")]
 pub mod gpu;
 pub mod grpo;
+pub mod io;
+pub mod llm;
 pub mod question;
 pub mod relations;
 pub mod retrieval;
 pub mod reward;
 pub mod seed;
+#[cfg(feature = "synth")]
 pub mod synth;
+pub mod tooluse;
 pub mod universe;
 
 pub use error::{Error, Result};

@@ -5,8 +5,8 @@ use crate::Result;
 use crate::cli::oracle::read_questions;
 use crate::env::export::{ExportFormat, ExportOptions, export};
 use crate::env::search::SearchEnvConfig;
-use crate::env::tool_export::{ToolExportOptions, export_tasks};
-use crate::synth::task::{ValidateOptions, load_tasks};
+use crate::tooluse::export::{ToolExportOptions, export_tasks};
+use crate::tooluse::task::{ValidateOptions, load_tasks};
 use std::path::PathBuf;
 
 /// Flags of `rulegym export`.

@@ -1,12 +1,10 @@
 //! `rulegym generate`: universe -> engine -> articles -> dataset directory.
 
 use super::questions::QuestionArgs;
-use crate::corpus;
-use crate::dataset::{universe_files, write_dir_atomic};
-use crate::engine::{Engine, Term, Var};
+use crate::Result;
+use crate::dataset::{self, BuildConfig, BuildEvent};
 use crate::question;
-use crate::universe::{Universe, UniverseConfig};
-use crate::{Error, Result};
+use crate::universe::UniverseConfig;
 use indicatif::{ProgressBar, ProgressStyle};
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
@@ -51,28 +49,10 @@ pub struct Args {
     quiet: bool,
 }
 
-/// A spinner for one stage, shown on a terminal unless quiet; prints the stage's time when done.
-fn stage<T>(quiet: bool, name: &str, work: impl FnOnce() -> Result<T>) -> Result<T> {
-    let bar = if quiet {
-        ProgressBar::hidden()
-    } else {
-        let bar = ProgressBar::new_spinner().with_message(name.to_owned());
-        bar.set_style(ProgressStyle::with_template("{spinner} {msg} {elapsed}").expect("valid"));
-        bar.enable_steady_tick(Duration::from_millis(100));
-        bar
-    };
-    let start = Instant::now();
-    let out = work();
-    bar.finish_and_clear();
-    if !quiet && out.is_ok() {
-        eprintln!("{name}: {:.2} s", start.elapsed().as_secs_f64());
-    }
-    out
-}
-
-/// Runs `rulegym generate`.
+/// Runs `rulegym generate`: [`dataset::build_observed`] with a spinner per stage (unless
+/// quiet), then the atomic write.
 pub fn run(args: Args) -> Result<()> {
-    let config = UniverseConfig {
+    let universe = UniverseConfig {
         seed: args.seed,
         num_family_trees: args.num_family_trees,
         max_family_tree_size: args.max_family_tree_size,
@@ -81,88 +61,43 @@ pub fn run(args: Args) -> Result<()> {
         friendship_k: args.friendship_k,
         easy_mode: !args.hard_mode,
     };
-    let questions_config = args.questions.config(args.seed, !args.hard_mode);
+    let questions = args.questions.config(args.seed, !args.hard_mode);
     let quiet = args.quiet;
-    config.validate()?;
-    questions_config.validate()?;
-    // Engines start while the universe is generated and load the facts while the articles
-    // render and the questions are sampled; the consult (~25 us per clause) and verification
-    // are the critical path, so two engines (one per core) halve the verification even for
-    // small sets: at 1,036 people and 380 questions the second core is otherwise idle.
-    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
-    let engine_count = match args.engines {
-        0 => cores.clamp(1, 2),
-        n => n.min(16),
+    let config = BuildConfig {
+        engines: args.engines,
+        ..BuildConfig::new(universe, Some(questions))
     };
-    let starting: Vec<_> = (0..engine_count)
-        .map(|_| std::thread::spawn(Engine::new))
-        .collect();
-    let universe = stage(quiet, "universe", || Universe::generate(&config))?;
-    let facts = universe.facts();
-    let (engines, articles, proposals) = stage(quiet, "engine load + articles + sampling", || {
-        let engines = starting
-            .into_iter()
-            .map(|s| {
-                s.join()
-                    .map_err(|_| Error::Config("engine thread panicked".into()))?
-                    .map_err(Error::from)
-            })
-            .collect::<Result<Vec<Engine>, Error>>()?;
-        std::thread::scope(|scope| {
-            let loading: Vec<_> = engines
-                .iter()
-                .map(|engine| scope.spawn(|| engine.consult("facts", &facts)))
-                .collect();
-            let articles = corpus::articles(&universe);
-            let proposals = question::propose_all(&universe, &questions_config)?;
-            for l in loading {
-                l.join()
-                    .map_err(|_| Error::Config("engine thread panicked".into()))??;
-            }
-            Ok::<_, Error>((articles, proposals))
-        })
-        .map(|(articles, proposals)| (engines, articles, proposals))
-    })?;
-    verify_loaded(&engines[0], &universe)?;
-    let (questions, report) = stage(quiet, "questions verified by the engine", || {
-        question::verify(&engines, proposals)
-    })?;
-    let files = universe_files(&universe, &facts, &articles, Some(&questions))?;
-    stage(quiet, "write", || {
-        write_dir_atomic(&args.out, &files, args.force)
-    })?;
+    let mut bar = ProgressBar::hidden();
+    let data = dataset::build_observed(&config, &mut |event| match event {
+        BuildEvent::Started(stage) if !quiet => {
+            bar = ProgressBar::new_spinner().with_message(stage.name());
+            bar.set_style(
+                ProgressStyle::with_template("{spinner} {msg} {elapsed}").expect("valid"),
+            );
+            bar.enable_steady_tick(Duration::from_millis(100));
+        }
+        BuildEvent::Finished(stage, elapsed) if !quiet => {
+            bar.finish_and_clear();
+            eprintln!("{}: {:.2} s", stage.name(), elapsed.as_secs_f64());
+        }
+        _ => {}
+    });
+    bar.finish_and_clear();
+    let data = data?;
+    let start = Instant::now();
+    data.write(&args.out, args.force)?;
     if !quiet {
-        eprint!("{}", question::balance::grid(&questions));
+        eprintln!("write: {:.2} s", start.elapsed().as_secs_f64());
+        eprint!("{}", question::balance::grid(&data.questions));
         eprintln!(
             "wrote {} people, {} articles, {} questions ({} skipped slots, {} rejected walks) to {}",
-            universe.people.len(),
-            articles.len(),
-            questions.len(),
-            report.skipped_slots,
-            report.rejections,
+            data.universe.people.len(),
+            data.articles.len(),
+            data.questions.len(),
+            data.report.skipped_slots,
+            data.report.rejections,
             args.out.display()
         );
-    }
-    Ok(())
-}
-
-/// Checks that the engine holds every person (one `gender` fact each).
-fn verify_loaded(engine: &Engine, universe: &Universe) -> Result<()> {
-    let (p, g, n) = (Var::numbered(0), Var::numbered(1), Var::numbered(2));
-    let count = Term::compound(
-        "count_solutions",
-        [
-            Term::compound("gender", [Term::var(&p), Term::var(&g)]),
-            Term::var(&n),
-        ],
-    );
-    let rows = engine.query(&count, &[n])?;
-    let loaded = rows.first().and_then(|r| r[0].as_int()).unwrap_or(-1);
-    if loaded != universe.people.len() as i64 {
-        return Err(Error::Config(format!(
-            "the engine holds {loaded} people, the universe {}",
-            universe.people.len()
-        )));
     }
     Ok(())
 }

@@ -1,12 +1,12 @@
 //! `rulegym oracle`: proof-derived trajectories replayed in the search environment.
 
-use crate::dataset::{load_universe, write_file_atomic};
+use crate::Result;
+use crate::dataset::load_universe;
 use crate::env::oracle::replay;
 use crate::env::search::{Retriever, SearchEnvConfig};
 use crate::question::Question;
 use crate::retrieval::SearchIndex;
 use crate::universe::Universe;
-use crate::{Error, Result};
 use rayon::prelude::*;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -47,7 +47,7 @@ pub struct Args {
 
 /// Reads `questions.jsonl` of a dataset directory.
 pub fn read_questions(path: &std::path::Path) -> Result<Vec<Question>> {
-    crate::dataset::jsonl::read_jsonl(path)
+    crate::io::read_jsonl(path)
 }
 
 /// Runs `rulegym oracle`.
@@ -57,7 +57,6 @@ pub fn run(args: Args) -> Result<()> {
         top_k: args.top_k,
         ..SearchEnvConfig::default()
     };
-    let mut out = Vec::new();
     let (mut perfect, mut reasons) = (0usize, std::collections::BTreeMap::<String, usize>::new());
     // Questions replay independently: in parallel, collected in question order.
     let trajectories: Vec<_> = questions
@@ -75,13 +74,8 @@ pub fn run(args: Args) -> Result<()> {
             };
             *reasons.entry(reason.to_owned()).or_default() += 1;
         }
-        serde_json::to_writer(&mut out, t).map_err(|source| Error::Json {
-            context: "serialising a trajectory".into(),
-            source,
-        })?;
-        out.push(b'\n');
     }
-    write_file_atomic(&args.out, &out)?;
+    crate::io::write_jsonl(&args.out, &trajectories)?;
     println!(
         "{perfect} of {} oracle trajectories replay to F1 = 1 ({:.1}%)",
         questions.len(),

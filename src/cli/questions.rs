@@ -1,9 +1,9 @@
 //! `rulegym questions`: more question sets for an existing universe directory.
 
-use crate::dataset::{load_universe, write_file_atomic};
+use crate::Result;
+use crate::dataset::load_universe;
 use crate::engine::Engine;
 use crate::question::{self, AnchorStrategy, Family, QuestionConfig};
-use crate::{Error, Result};
 use std::path::PathBuf;
 
 /// Question-generation flags, shared by `generate` and `questions`.
@@ -91,15 +91,7 @@ pub fn run(args: Args) -> Result<()> {
     config.validate()?;
     let engine = Engine::with_facts(&universe.facts())?;
     let (questions, report) = question::generate(&universe, &engine, &config)?;
-    let mut out = Vec::new();
-    for q in &questions {
-        serde_json::to_writer(&mut out, q).map_err(|source| Error::Json {
-            context: "serialising a question".into(),
-            source,
-        })?;
-        out.push(b'\n');
-    }
-    write_file_atomic(&args.out, &out)?;
+    crate::io::write_jsonl(&args.out, &questions)?;
     if !args.quiet {
         eprint!("{}", question::balance::grid(&questions));
         eprintln!(

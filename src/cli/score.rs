@@ -1,6 +1,6 @@
 //! `rulegym score`: answer scores for (gold answers, prediction) pairs, one JSON line each.
 
-use crate::reward::answer::{ScoreMode, last_answer, score};
+use crate::reward::{ScoreMode, last_answer, score};
 use crate::{Error, Result};
 use serde::Deserialize;
 use std::io::{BufRead, Write};

@@ -1,11 +1,11 @@
 //! `rulegym synth`: the SynthAgent task-synthesis pipeline (persona -> draft -> tool check ->
 //! rewrite -> teacher rollouts -> rubric -> filter) against an OpenAI-compatible endpoint, with
-//! every exchange recorded for offline replay. See [`crate::synth::pipeline`].
+//! every exchange recorded for offline replay. See [`crate::synth`].
 
 use crate::Result;
-use crate::synth::llm::LlmBackend;
-use crate::synth::llm_openai::{OpenAiBackend, OpenAiConfig};
-use crate::synth::pipeline::{self, PipelineConfig, Stage, UserKind};
+use crate::llm::LlmBackend;
+use crate::llm::openai::{OpenAiBackend, OpenAiConfig};
+use crate::synth::{self, PipelineConfig, Stage, UserKind};
 use serde_json::json;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -156,7 +156,7 @@ pub fn run(args: Args) -> Result<()> {
             ));
         }
     };
-    let report = pipeline::run(&config, args.personas.as_deref(), inner)?;
+    let report = synth::run(&config, args.personas.as_deref(), inner)?;
     let stages: Vec<_> = report
         .stages
         .iter()

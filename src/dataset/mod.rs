@@ -2,19 +2,19 @@
 //! SHA-256 of every file), written atomically: everything goes to a temporary sibling directory
 //! that is renamed into place only when complete, so a failed run leaves no half-written output.
 
-pub mod jsonl;
+pub mod build;
 pub mod phantomwiki;
+
+pub use build::{BuildConfig, BuildEvent, BuildStage, Dataset, build, build_observed};
 
 use crate::corpus::Article;
 use crate::question::Question;
 use crate::universe::{Universe, UniverseConfig};
 use crate::{Error, Result};
 use serde::{Deserialize, Serialize};
-use sha2::{Digest, Sha256};
 use std::collections::BTreeMap;
 use std::fs;
-use std::io::Write;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 /// Version of the generated data: bumped whenever the same seed and config produce different
 /// bytes (see CHANGELOG.md, "Reproducibility").
@@ -85,28 +85,6 @@ pub fn person_records(universe: &Universe) -> Vec<PersonRecord> {
         .collect()
 }
 
-fn io(context: impl Into<String>) -> impl FnOnce(std::io::Error) -> Error {
-    let context = context.into();
-    move |source| Error::Io { context, source }
-}
-
-fn json_lines<T: Serialize>(items: impl IntoIterator<Item = T>) -> Result<Vec<u8>> {
-    let mut out = Vec::new();
-    for item in items {
-        serde_json::to_writer(&mut out, &item).map_err(|source| Error::Json {
-            context: "serialising a JSONL record".into(),
-            source,
-        })?;
-        out.push(b'\n');
-    }
-    Ok(out)
-}
-
-/// Hex SHA-256 of bytes.
-pub fn sha256_hex(bytes: &[u8]) -> String {
-    hex::encode(Sha256::digest(bytes))
-}
-
 /// The files of a universe dataset, in memory: (file name, bytes), manifest last.
 pub fn universe_files(
     universe: &Universe,
@@ -118,15 +96,18 @@ pub fn universe_files(
         ("facts.pl".to_owned(), facts.as_bytes().to_vec()),
         (
             "articles.jsonl".to_owned(),
-            json_lines(articles.iter().enumerate().map(|(i, a)| a.record(i as u32)))?,
+            crate::io::jsonl_bytes(articles.iter().enumerate().map(|(i, a)| a.record(i as u32)))?,
         ),
         (
             "people.jsonl".to_owned(),
-            json_lines(person_records(universe))?,
+            crate::io::jsonl_bytes(person_records(universe))?,
         ),
     ];
     if let Some(questions) = questions {
-        files.push(("questions.jsonl".to_owned(), json_lines(questions)?));
+        files.push((
+            "questions.jsonl".to_owned(),
+            crate::io::jsonl_bytes(questions)?,
+        ));
     }
     let friendships: usize = universe
         .people
@@ -161,7 +142,7 @@ pub fn universe_files(
         counts,
         sha256: files
             .iter()
-            .map(|(name, bytes)| (name.clone(), sha256_hex(bytes)))
+            .map(|(name, bytes)| (name.clone(), crate::io::sha256_hex(bytes)))
             .collect(),
     };
     let mut manifest_bytes =
@@ -174,84 +155,12 @@ pub fn universe_files(
     Ok(files)
 }
 
-/// Writes `files` as the directory `dir` atomically. An existing `dir` is replaced only when
-/// `overwrite` is set (and only after the new one is complete).
-pub fn write_dir_atomic(dir: &Path, files: &[(String, Vec<u8>)], overwrite: bool) -> Result<()> {
-    if dir.exists() && !overwrite {
-        return Err(Error::Config(format!(
-            "{} already exists (pass --force to replace it)",
-            dir.display()
-        )));
-    }
-    let parent = match dir.parent() {
-        Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
-        _ => PathBuf::from("."),
-    };
-    fs::create_dir_all(&parent).map_err(io(format!("creating {}", parent.display())))?;
-    let file_name = dir
-        .file_name()
-        .ok_or_else(|| Error::Config(format!("{} is not a directory name", dir.display())))?
-        .to_string_lossy()
-        .into_owned();
-    let staging = parent.join(format!(".{file_name}.tmp-{}", std::process::id()));
-    let _ = fs::remove_dir_all(&staging);
-    let result = (|| {
-        fs::create_dir(&staging).map_err(io(format!("creating {}", staging.display())))?;
-        for (name, bytes) in files {
-            let path = staging.join(name);
-            let mut file =
-                fs::File::create(&path).map_err(io(format!("creating {}", path.display())))?;
-            file.write_all(bytes)
-                .and_then(|()| file.sync_all())
-                .map_err(io(format!("writing {}", path.display())))?;
-        }
-        if dir.exists() {
-            let old = parent.join(format!(".{file_name}.old-{}", std::process::id()));
-            fs::rename(dir, &old).map_err(io(format!("moving aside {}", dir.display())))?;
-            fs::rename(&staging, dir).map_err(io(format!("renaming into {}", dir.display())))?;
-            fs::remove_dir_all(&old).map_err(io(format!("removing {}", old.display())))?;
-        } else {
-            fs::rename(&staging, dir).map_err(io(format!("renaming into {}", dir.display())))?;
-        }
-        Ok(())
-    })();
-    if result.is_err() {
-        let _ = fs::remove_dir_all(&staging);
-    }
-    result
-}
-
-/// Writes one file atomically (temporary sibling, fsync, rename).
-pub fn write_file_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
-    let parent = path.parent().filter(|p| !p.as_os_str().is_empty());
-    if let Some(parent) = parent {
-        fs::create_dir_all(parent).map_err(io(format!("creating {}", parent.display())))?;
-    }
-    let tmp = path.with_file_name(format!(
-        ".{}.tmp-{}",
-        path.file_name()
-            .map_or("out".into(), |n| n.to_string_lossy()),
-        std::process::id()
-    ));
-    let result = (|| {
-        let mut file = fs::File::create(&tmp).map_err(io(format!("creating {}", tmp.display())))?;
-        file.write_all(bytes)
-            .and_then(|()| file.sync_all())
-            .map_err(io(format!("writing {}", tmp.display())))?;
-        fs::rename(&tmp, path).map_err(io(format!("renaming into {}", path.display())))
-    })();
-    if result.is_err() {
-        let _ = fs::remove_file(&tmp);
-    }
-    result
-}
-
 /// Reads a dataset directory written by `rulegym generate` back into a [`Universe`], checking
 /// every file against the manifest's SHA-256 first (a modified or truncated file is an error).
 pub fn load_universe(dir: &Path) -> Result<Universe> {
     let read = |name: &str| {
         let path = dir.join(name);
-        fs::read(&path).map_err(io(format!("reading {}", path.display())))
+        fs::read(&path).map_err(crate::io::io_error(format!("reading {}", path.display())))
     };
     let manifest: Manifest =
         serde_json::from_slice(&read("manifest.json")?).map_err(|source| Error::Json {
@@ -259,16 +168,20 @@ pub fn load_universe(dir: &Path) -> Result<Universe> {
             source,
         })?;
     let people = read("people.jsonl")?;
-    let expected = manifest.sha256.get("people.jsonl").ok_or_else(|| {
-        Error::Config(format!("{}: manifest lists no people.jsonl", dir.display()))
-    })?;
-    if &sha256_hex(&people) != expected {
-        return Err(Error::Config(format!(
-            "{}: people.jsonl does not match the manifest's SHA-256",
-            dir.display()
-        )));
+    let expected = manifest
+        .sha256
+        .get("people.jsonl")
+        .ok_or_else(|| Error::Dataset {
+            file: dir.join("manifest.json").display().to_string(),
+            message: "lists no people.jsonl".into(),
+        })?;
+    if &crate::io::sha256_hex(&people) != expected {
+        return Err(Error::Dataset {
+            file: dir.join("people.jsonl").display().to_string(),
+            message: "does not match the manifest's SHA-256".into(),
+        });
     }
-    let records: Vec<PersonRecord> = jsonl::parse_jsonl(&people, "people.jsonl")?;
+    let records: Vec<PersonRecord> = crate::io::parse_jsonl(&people, "people.jsonl")?;
     universe_from_records(manifest.config, records)
 }
 
@@ -282,21 +195,28 @@ pub fn universe_from_records(
     let resolve = |name: &String| {
         ids.get(name.as_str())
             .copied()
-            .ok_or_else(|| Error::Config(format!("people.jsonl names unknown person {name:?}")))
+            .ok_or_else(|| Error::Dataset {
+                file: "people.jsonl".into(),
+                message: format!("names unknown person {name:?}"),
+            })
     };
     let mut people = Vec::with_capacity(records.len());
     for (i, r) in records.iter().enumerate() {
         if r.id as usize != i {
-            return Err(Error::Config(format!(
-                "people.jsonl line {} has id {}",
-                i + 1,
-                r.id
-            )));
+            return Err(Error::Dataset {
+                file: format!("people.jsonl line {}", i + 1),
+                message: format!("has id {}", r.id),
+            });
         }
         let gender = match r.gender.as_str() {
             "female" => crate::universe::Gender::Female,
             "male" => crate::universe::Gender::Male,
-            other => return Err(Error::Config(format!("unknown gender {other:?}"))),
+            other => {
+                return Err(Error::Dataset {
+                    file: format!("people.jsonl line {}", i + 1),
+                    message: format!("unknown gender {other:?}"),
+                });
+            }
         };
         people.push(crate::universe::Person {
             name: r.name.clone(),

@@ -9,7 +9,7 @@
 
 mod term;
 
-pub use term::{Term, Value, Var, write_atom};
+pub use term::{ReadError, ReadLimits, Term, Value, Var, read_clause, read_term, write_atom};
 
 use scryer_prolog::{LeafAnswer, Machine, MachineBuilder, Term as ScryerTerm};
 use std::panic::{AssertUnwindSafe, catch_unwind};

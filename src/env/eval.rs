@@ -479,7 +479,7 @@ pub fn evaluate(
     });
     let slots = slots
         .into_inner()
-        .map_err(|_| crate::Error::Config("an evaluation worker panicked".into()))?;
+        .map_err(|_| crate::Error::ThreadPanicked("evaluation"))?;
     let mut records = Vec::with_capacity(questions.len());
     for slot in slots {
         match slot {
@@ -610,20 +610,15 @@ pub fn write_outputs(
         context: "serialising evaluation output".into(),
         source,
     };
-    let mut lines = Vec::new();
-    for r in records {
-        serde_json::to_writer(&mut lines, r).map_err(json_err)?;
-        lines.push(b'\n');
-    }
-    crate::dataset::write_file_atomic(&dir.join("trajectories.jsonl"), &lines)?;
+    crate::io::write_jsonl(&dir.join("trajectories.jsonl"), records)?;
     let mut summary = serde_json::to_vec_pretty(report).map_err(json_err)?;
     summary.push(b'\n');
-    crate::dataset::write_file_atomic(&dir.join("report.json"), &summary)?;
+    crate::io::write_file_atomic(&dir.join("report.json"), &summary)?;
     let figures = super::eval_plot::figures(report)?;
     for (name, svg) in &figures {
-        crate::dataset::write_file_atomic(&dir.join(name), svg.as_bytes())?;
+        crate::io::write_file_atomic(&dir.join(name), svg.as_bytes())?;
     }
     let names: Vec<&str> = figures.iter().map(|(n, _)| n.as_str()).collect();
     let html = super::eval_plot::html(report, &names);
-    crate::dataset::write_file_atomic(&dir.join("report.html"), html.as_bytes())
+    crate::io::write_file_atomic(&dir.join("report.html"), html.as_bytes())
 }

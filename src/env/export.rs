@@ -36,6 +36,17 @@ pub enum ExportError {
     /// Nothing to export.
     #[error("nothing to export (no questions or tasks)")]
     Empty,
+    /// The rows do not fit the parquet schema (a bug in the exporter: please report it).
+    #[error("parquet schema and rows disagree: {0}")]
+    Schema(&'static str),
+    /// Writing a YAML config file failed.
+    #[error("writing YAML {path}: {message}")]
+    Yaml {
+        /// The output file.
+        path: String,
+        /// What failed.
+        message: String,
+    },
 }
 
 /// The trainer a file is for.
@@ -177,7 +188,7 @@ pub fn row_json(row: &ExportRow, options: &ExportOptions) -> Value {
 /// The fields every trainer row has: `data_source`, `prompt`, then verl's `ability` and
 /// `reward_model: {style: "rule", ground_truth}` or SkyRL's `env_class` and `reward_spec:
 /// {method: "rule", ground_truth}` (`label` is the ability or the env class), and `extra_info`.
-pub(super) fn trainer_row(
+pub(crate) fn trainer_row(
     format: ExportFormat,
     data_source: &str,
     prompt: &[Message],
@@ -199,7 +210,7 @@ pub(super) fn trainer_row(
 }
 
 /// One leaf column: required strings, required integers, or a list of strings (def/rep levels).
-pub(super) enum Column {
+pub(crate) enum Column {
     Str(Vec<ByteArray>),
     Int(Vec<i64>),
     List {
@@ -227,7 +238,7 @@ fn list_column<'a, I: IntoIterator<Item = &'a str>>(per_row: impl Iterator<Item 
 }
 
 /// The two leaf columns of `prompt` (roles, then contents) of these rows' prompts.
-pub(super) fn prompt_columns<'a>(
+pub(crate) fn prompt_columns<'a>(
     prompts: impl Iterator<Item = &'a [Message]> + Clone,
 ) -> [Column; 2] {
     [
@@ -236,7 +247,7 @@ pub(super) fn prompt_columns<'a>(
     ]
 }
 
-pub(super) fn str_column<'a>(per_row: impl Iterator<Item = &'a str>) -> Column {
+pub(crate) fn str_column<'a>(per_row: impl Iterator<Item = &'a str>) -> Column {
     Column::Str(per_row.map(ByteArray::from).collect())
 }
 
@@ -252,7 +263,7 @@ const EXTRA_SCHEMA: &str = "
     required binary kind (UTF8);
   }";
 
-pub(super) const PROMPT_SCHEMA: &str = "
+pub(crate) const PROMPT_SCHEMA: &str = "
   required group prompt (LIST) {
     repeated group list {
       required group element {
@@ -328,7 +339,7 @@ pub fn write_parquet(
 
 /// Writes leaf `columns` (in the schema's depth-first leaf order) as one parquet file with the
 /// message type `schema` (one row group, uncompressed), atomically.
-pub(super) fn write_columns(path: &Path, schema: &str, columns: Vec<Column>) -> crate::Result<()> {
+pub(crate) fn write_columns(path: &Path, schema: &str, columns: Vec<Column>) -> crate::Result<()> {
     let perr = |source| ExportError::Parquet {
         path: path.display().to_string(),
         source,
@@ -348,7 +359,7 @@ pub(super) fn write_columns(path: &Path, schema: &str, columns: Vec<Column>) -> 
             let mut col = group
                 .next_column()
                 .map_err(perr)?
-                .ok_or_else(|| crate::Error::Config("parquet schema has too few columns".into()))?;
+                .ok_or_else(|| ExportError::Schema("the schema has too few columns"))?;
             match &column {
                 Column::Str(values) => {
                     col.typed::<ByteArrayType>()
@@ -369,35 +380,17 @@ pub(super) fn write_columns(path: &Path, schema: &str, columns: Vec<Column>) -> 
             col.close().map_err(perr)?;
         }
         if group.next_column().map_err(perr)?.is_some() {
-            return Err(crate::Error::Config(
-                "parquet schema has more columns than rows carry".into(),
-            ));
+            return Err(ExportError::Schema("the schema has more columns than rows carry").into());
         }
         group.close().map_err(perr)?;
         writer.close().map_err(perr)?;
     }
-    crate::dataset::write_file_atomic(path, &bytes)
+    crate::io::write_file_atomic(path, &bytes)
 }
 
 /// Writes `rows` as JSON lines, atomically.
 pub fn write_jsonl(path: &Path, rows: &[ExportRow], options: &ExportOptions) -> crate::Result<()> {
-    write_json_lines(path, rows.iter().map(|row| row_json(row, options)))
-}
-
-/// Writes JSON values one per line, atomically.
-pub(super) fn write_json_lines(
-    path: &Path,
-    values: impl Iterator<Item = Value>,
-) -> crate::Result<()> {
-    let mut out = Vec::new();
-    for value in values {
-        serde_json::to_writer(&mut out, &value).map_err(|source| crate::Error::Json {
-            context: "serialising an export row".into(),
-            source,
-        })?;
-        out.push(b'\n');
-    }
-    crate::dataset::write_file_atomic(path, &out)
+    crate::io::write_jsonl(path, rows.iter().map(|row| row_json(row, options)))
 }
 
 /// Exports `questions` to `path`: JSONL when the name ends in `.jsonl`, parquet otherwise.

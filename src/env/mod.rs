@@ -2,15 +2,14 @@
 //! and the tool-use environment share [`Step`], [`Span`] and the metadata conventions, so one
 //! trainer adapter and one conformance test serve both.
 
+#[cfg(feature = "eval")]
 pub mod eval;
+#[cfg(feature = "eval")]
 pub mod eval_plot;
+#[cfg(feature = "export")]
 pub mod export;
 pub mod oracle;
 pub mod search;
-pub mod tool;
-pub mod tool_export;
-pub mod tool_sim;
-pub mod tool_user;
 
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;

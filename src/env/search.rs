@@ -9,7 +9,7 @@
 
 use super::{Environment, Message, Span, Step};
 use crate::retrieval::SearchIndex;
-use crate::reward::answer::{ScoreMode, score};
+use crate::reward::{ScoreMode, score};
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 use std::collections::BTreeMap;
@@ -245,7 +245,7 @@ impl Environment for SearchEnv {
 
     fn step(&mut self, action: &str) -> crate::Result<Step> {
         if self.done {
-            return Err(crate::Error::Config("step after the episode ended".into()));
+            return Err(crate::Error::EpisodeOver);
         }
         self.turn += 1;
         let mut meta = BTreeMap::from([("turn".to_owned(), json!(self.turn))]);

@@ -249,15 +249,6 @@ pub fn generate(
     verify(std::slice::from_ref(engine), propose_all(universe, config)?)
 }
 
-/// Generates questions with several engines holding the same universe (one per core).
-pub fn generate_with(
-    universe: &Universe,
-    engines: &[Engine],
-    config: &QuestionConfig,
-) -> crate::Result<(Vec<Question>, GenerationReport)> {
-    verify(engines, propose_all(universe, config)?)
-}
-
 /// Sampled, not yet verified questions: the first phase of generation, which needs only the
 /// universe (so it can run while engines load the facts).
 pub struct Proposals {
@@ -400,9 +391,10 @@ pub fn verify(
                 })
             })
             .collect();
-        workers
-            .into_iter()
-            .try_for_each(|w| w.join().expect("verification thread panicked"))
+        workers.into_iter().try_for_each(|w| {
+            w.join()
+                .map_err(|_| crate::Error::ThreadPanicked("verification"))?
+        })
     })?;
     report.accepted = questions.len();
     Ok((questions, report))

@@ -2,7 +2,7 @@
 //! `{"id": "0", "contents": "\"Title\"\ntext"}`.
 
 use super::RetrievalError;
-use crate::dataset::jsonl::jsonl_records;
+use crate::io::jsonl_records;
 use serde::{Deserialize, Serialize};
 use std::path::Path;
 
@@ -26,7 +26,7 @@ impl Document {
     }
 }
 
-/// Reads a JSONL corpus ([`crate::dataset::jsonl`]: blank lines are skipped); a malformed line
+/// Reads a JSONL corpus ([`crate::io`]: blank lines are skipped); a malformed line
 /// or a duplicate id is an error naming the line.
 pub fn read_jsonl(path: &Path) -> Result<Vec<Document>, RetrievalError> {
     let bytes = std::fs::read(path)

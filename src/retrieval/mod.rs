@@ -9,17 +9,17 @@ pub mod flat;
 #[cfg(feature = "gpu")]
 pub mod gpu;
 pub mod hnsw;
+pub mod index_file;
 pub mod kernel;
 #[cfg(feature = "server")]
 pub mod server;
-pub mod store;
 pub mod synthetic;
 pub mod topk;
 
 pub use docs::Document;
 pub use encoder::{BuiltinConfig, BuiltinEncoder, Encoder, Role};
 pub use flat::FlatIndex;
-pub use store::{EncoderChoice, IndexKind, SearchIndex};
+pub use index_file::{EncoderChoice, IndexKind, SearchIndex};
 pub use topk::Hit;
 
 /// The Euclidean norm of `v`, accumulated in f64 in element order (deterministic).

@@ -12,7 +12,7 @@
 //! [`kernel`](super::kernel)), so batching never changes an answer.
 
 use super::RetrievalError;
-use super::store::SearchIndex;
+use super::index_file::SearchIndex;
 use super::topk::Hit;
 use axum::Router;
 use axum::body::Bytes;

@@ -153,7 +153,7 @@ fn generation_is_deterministic_and_thread_independent() {
     };
     let one = run(1);
     assert_eq!(one, run(2));
-    assert_eq!(rulegym::dataset::sha256_hex(one.as_bytes()).len(), 64);
+    assert_eq!(rulegym::io::sha256_hex(one.as_bytes()).len(), 64);
 }
 
 #[test]
@@ -275,7 +275,7 @@ fn default_questions_are_golden() {
             bytes.push(b'\n');
         }
         assert_eq!(
-            rulegym::dataset::sha256_hex(&bytes),
+            rulegym::io::sha256_hex(&bytes),
             golden,
             "{name} questions changed"
         );

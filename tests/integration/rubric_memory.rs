@@ -3,19 +3,19 @@
 //! Checked on the Prolog side (the engine's own count of rubric predicates) and by rewards that
 //! stay exact across engine swaps.
 
-use rulegym::reward::rubric::{RubricScorer, ScoreConfig};
-use rulegym::synth::worlds::{WorldConfig, generate, replay_oracle};
+use rulegym::tooluse::rubric::{RubricScorer, ScoreConfig};
+use rulegym::tooluse::rulegen::{RuleGenConfig, generate, replay_oracle};
 use rulegym::universe::{Universe, UniverseConfig};
 use std::sync::Arc;
 
-fn tasks(count: usize) -> Vec<rulegym::synth::task::Task> {
+fn tasks(count: usize) -> Vec<rulegym::tooluse::task::Task> {
     let universe = Universe::generate(&UniverseConfig {
         seed: 11,
         num_family_trees: 12,
         ..UniverseConfig::default()
     })
     .unwrap();
-    generate(&universe, &WorldConfig::default(), count)
+    generate(&universe, &RuleGenConfig::default(), count)
         .unwrap()
         .into_iter()
         .map(|w| w.task)

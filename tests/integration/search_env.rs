@@ -8,7 +8,7 @@ use rulegym::env::search::{
     truncate_action,
 };
 use rulegym::question::{self, QuestionConfig};
-use rulegym::reward::answer::{ScoreMode, answer_set, normalize_squad, score};
+use rulegym::reward::{ScoreMode, answer_set, normalize_squad, score};
 use std::sync::{Arc, OnceLock};
 
 /// A retriever that returns fixed passages (unit tests of the protocol only).

@@ -3,11 +3,11 @@
 //! policy scores 0, injected 429/503s are retried, a dead endpoint fails loudly.
 
 use super::cli;
-use rulegym::dataset::jsonl::read_jsonl;
 use rulegym::dataset::load_universe;
 use rulegym::env::eval::{EvalReport, completions_url, restore_stop};
 use rulegym::env::oracle::replay;
 use rulegym::env::search::{Retriever, SearchEnvConfig};
+use rulegym::io::read_jsonl;
 use rulegym::question::Question;
 use rulegym::retrieval::SearchIndex;
 use serde_json::{Value, json};

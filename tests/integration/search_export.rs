@@ -2,10 +2,10 @@
 //! when the test venv exists, with pyarrow) and JSONL.
 
 use super::cli;
-use rulegym::dataset::jsonl::read_jsonl;
 use rulegym::env::export::{
     ExportFormat, ExportOptions, export, read_parquet_json, row_json, rows,
 };
+use rulegym::io::read_jsonl;
 use rulegym::question::Question;
 use serde_json::Value;
 use std::path::Path;

@@ -4,18 +4,16 @@
 //! environment and score as expected, every fault is dropped with its reason, runs resume
 //! without asking again, and outputs are byte-identical across concurrency and offline replay.
 
-use rulegym::env::tool::{Protocol, ToolEnv, ToolEnvConfig, ToolWorld, openai_call, play_episode};
-use rulegym::env::tool_sim::{MappingConfig, MappingSimulator};
-use rulegym::env::tool_user::RuleUser;
-use rulegym::reward::rubric::{RubricScorer, ScoreConfig};
-use rulegym::synth::llm::{
+use rulegym::llm::{
     ChatMessage, ChatRequest, ChatResponse, FunctionCall, LlmBackend, LlmError, ScriptedBackend,
     ToolCall, assistant_text,
 };
-use rulegym::synth::pipeline::{
-    self, PipelineConfig, PipelineError, Reject, RejectReason, Stage, SynthItem,
-};
-use rulegym::synth::task::{ValidateOptions, load_tasks};
+use rulegym::synth::{self, PipelineConfig, PipelineError, Reject, RejectReason, Stage, SynthItem};
+use rulegym::tooluse::env::{Protocol, ToolEnv, ToolEnvConfig, openai_call, play_episode};
+use rulegym::tooluse::rubric::{RubricScorer, ScoreConfig};
+use rulegym::tooluse::simulator::{MappingConfig, MappingSimulator};
+use rulegym::tooluse::task::{ValidateOptions, load_tasks};
+use rulegym::tooluse::user::RuleUser;
 use serde_json::{Value, json};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -342,7 +340,7 @@ fn assert_same_tree(a: &Path, b: &Path) {
 }
 
 fn read_jsonl<T: serde::de::DeserializeOwned>(path: &Path) -> Vec<T> {
-    rulegym::dataset::jsonl::read_jsonl(path).unwrap()
+    rulegym::io::read_jsonl(path).unwrap()
 }
 
 fn id(n: usize) -> String {
@@ -354,7 +352,7 @@ fn clean_personas_become_tasks_that_run_and_every_fault_is_dropped_with_its_reas
     let dir = tempfile::tempdir().unwrap();
     let script = Arc::new(Script::default());
     let config = config(dir.path(), "cache", 4);
-    let report = pipeline::run(&config, Some(&personas_fixture()), Some(backend(&script))).unwrap();
+    let report = synth::run(&config, Some(&personas_fixture()), Some(backend(&script))).unwrap();
     assert_eq!(report.tasks, Some(3), "{report:#?}");
     let out = &config.out;
 
@@ -418,7 +416,7 @@ fn clean_personas_become_tasks_that_run_and_every_fault_is_dropped_with_its_reas
 
     // The environment accepts the task: replaying the teacher's best rollout against the
     // teacher's mapping (no LLM) and the rule-based user scores 1.
-    let world = Arc::new(ToolWorld::new(task.clone(), ValidateOptions::default()).unwrap());
+    let world = Arc::new(task.clone().compile(ValidateOptions::default()).unwrap());
     let scorer = Arc::new(RubricScorer::new(ScoreConfig::default()).unwrap());
     let mapping_path = out.join("mappings").join(format!("{}.json", task.id));
     let mapping = || {
@@ -502,14 +500,14 @@ fn outputs_are_identical_across_concurrency_and_in_offline_replay() {
     );
     let personas = personas_fixture();
     let one = Arc::new(Script::default());
-    pipeline::run(
+    synth::run(
         &config(&a, "cache", 1),
         Some(&personas),
         Some(backend(&one)),
     )
     .unwrap();
     let four = Arc::new(Script::default());
-    pipeline::run(
+    synth::run(
         &config(&b, "cache", 4),
         Some(&personas),
         Some(backend(&four)),
@@ -528,7 +526,7 @@ fn outputs_are_identical_across_concurrency_and_in_offline_replay() {
         replay_only: true,
         ..config(&c, "unused", 3)
     };
-    pipeline::run(&replay, Some(&personas), None).unwrap();
+    synth::run(&replay, Some(&personas), None).unwrap();
     assert_same_tree(&a.join("out"), &c.join("out"));
     assert!(!c.join("unused").exists());
 }
@@ -544,7 +542,7 @@ fn a_killed_run_resumes_without_asking_again_for_finished_items() {
     std::fs::write(&personas, lines.join("\n") + "\n").unwrap();
     let reference = root.path().join("reference");
     let clean = Arc::new(Script::default());
-    pipeline::run(
+    synth::run(
         &config(&reference, "cache", 2),
         Some(&personas),
         Some(backend(&clean)),
@@ -561,7 +559,7 @@ fn a_killed_run_resumes_without_asking_again_for_finished_items() {
         stages: vec![Stage::Draft, Stage::Tools, Stage::Rewrite],
         ..config(&run, "cache1", 2)
     };
-    let err = pipeline::run(&first, Some(&personas), Some(backend(&failing))).unwrap_err();
+    let err = synth::run(&first, Some(&personas), Some(backend(&failing))).unwrap_err();
     assert!(
         matches!(&err, PipelineError::ItemsFailed { stage: "tools", count: 1, first } if first.contains("injected")),
         "{err}"
@@ -578,7 +576,7 @@ fn a_killed_run_resumes_without_asking_again_for_finished_items() {
         refuse: vec!["draft"],
         ..Script::default()
     });
-    pipeline::run(
+    synth::run(
         &config(&run, "cache2", 3),
         Some(&personas),
         Some(backend(&second)),
@@ -596,7 +594,7 @@ fn a_killed_run_resumes_without_asking_again_for_finished_items() {
         ],
         ..Script::default()
     });
-    pipeline::run(
+    synth::run(
         &config(&run, "cache3", 1),
         Some(&personas),
         Some(backend(&idle)),
@@ -629,11 +627,11 @@ fn bad_configs_and_missing_inputs_are_errors_not_rejects() {
             ..base.clone()
         },
     ] {
-        let err = pipeline::run(&bad, Some(&personas), None).unwrap_err();
+        let err = synth::run(&bad, Some(&personas), None).unwrap_err();
         assert!(matches!(err, PipelineError::Config(_)), "{err}");
     }
     // The draft stage needs personas; a later stage needs the previous stage's file.
-    let err = pipeline::run(
+    let err = synth::run(
         &PipelineConfig {
             replay_only: true,
             ..base.clone()
@@ -650,7 +648,7 @@ fn bad_configs_and_missing_inputs_are_errors_not_rejects() {
         replay_only: true,
         ..base.clone()
     };
-    let err = pipeline::run(&rubric_only, None, None).unwrap_err();
+    let err = synth::run(&rubric_only, None, None).unwrap_err();
     assert!(
         matches!(
             err,
@@ -667,7 +665,7 @@ fn bad_configs_and_missing_inputs_are_errors_not_rejects() {
         stages: vec![Stage::Draft],
         ..base
     };
-    let err = pipeline::run(&replay, Some(&personas), None).unwrap_err();
+    let err = synth::run(&replay, Some(&personas), None).unwrap_err();
     assert!(
         matches!(&err, PipelineError::ItemsFailed { stage: "draft", count: 23, first } if first.contains("replay")),
         "{err}"
@@ -683,7 +681,7 @@ fn cli_replays_a_recorded_run_offline() {
     let personas = personas_fixture();
     let recorded = config(&root.path().join("lib"), "cache", 2);
     let script = Arc::new(Script::default());
-    pipeline::run(&recorded, Some(&personas), Some(backend(&script))).unwrap();
+    synth::run(&recorded, Some(&personas), Some(backend(&script))).unwrap();
     let out = root.path().join("cli");
     let o = std::process::Command::new(env!("CARGO_BIN_EXE_rulegym"))
         .args(["synth", "--model", "teacher-model", "--replay-only", "-q"])
@@ -717,7 +715,7 @@ fn edited_stage_records_cannot_write_outside_the_output_or_default_mapping_argum
     let personas = write_personas(root.path(), &[0, 1]);
     let full = config(root.path(), "cache", 1);
     let script = Arc::new(Script::default());
-    pipeline::run(&full, Some(&personas), Some(backend(&script))).unwrap();
+    synth::run(&full, Some(&personas), Some(backend(&script))).unwrap();
     let out = &full.out;
     let filter_only = PipelineConfig {
         stages: vec![Stage::Filter],
@@ -729,7 +727,7 @@ fn edited_stage_records_cannot_write_outside_the_output_or_default_mapping_argum
 
     // A record id that would name a mapping file outside the output never gets that far.
     std::fs::write(&rubric, original.replace(&id(0), "../escaped")).unwrap();
-    let err = pipeline::run(&filter_only, None, None).unwrap_err();
+    let err = synth::run(&filter_only, None, None).unwrap_err();
     assert!(err.to_string().contains("../escaped"), "{err}");
     assert!(!out.join("escaped.json").exists());
 
@@ -745,7 +743,7 @@ fn edited_stage_records_cannot_write_outside_the_output_or_default_mapping_argum
         })
         .collect();
     std::fs::write(&rubric, edited.join("\n") + "\n").unwrap();
-    let err = pipeline::run(&filter_only, None, None).unwrap_err();
+    let err = synth::run(&filter_only, None, None).unwrap_err();
     assert!(
         matches!(&err, PipelineError::Input { stage: "filter", message } if message.contains("not JSON")),
         "{err}"
@@ -776,7 +774,7 @@ fn a_rerun_with_other_personas_recomputes_changed_ids_and_drops_removed_ones() {
     let second = write_personas(root.path(), &[0, 21, 2]);
     let reference = root.path().join("reference");
     let script = Arc::new(Script::default());
-    pipeline::run(
+    synth::run(
         &config(&reference, "cache", 2),
         Some(&second),
         Some(backend(&script)),
@@ -785,14 +783,14 @@ fn a_rerun_with_other_personas_recomputes_changed_ids_and_drops_removed_ones() {
 
     let run = root.path().join("run");
     let old = Arc::new(Script::default());
-    pipeline::run(
+    synth::run(
         &config(&run, "cache1", 2),
         Some(&first),
         Some(backend(&old)),
     )
     .unwrap();
     let new = Arc::new(Script::default());
-    let report = pipeline::run(
+    let report = synth::run(
         &config(&run, "cache2", 2),
         Some(&second),
         Some(backend(&new)),
@@ -832,7 +830,7 @@ fn changed_settings_recompute_the_stages_that_use_them() {
     };
     let reference = root.path().join("reference");
     let script = Arc::new(Script::default());
-    pipeline::run(
+    synth::run(
         &changed(&reference, "cache"),
         Some(&personas),
         Some(backend(&script)),
@@ -841,7 +839,7 @@ fn changed_settings_recompute_the_stages_that_use_them() {
 
     let run = root.path().join("run");
     let old = Arc::new(Script::default());
-    let before = pipeline::run(
+    let before = synth::run(
         &config(&run, "cache1", 2),
         Some(&personas),
         Some(backend(&old)),
@@ -852,7 +850,7 @@ fn changed_settings_recompute_the_stages_that_use_them() {
         refuse: vec!["draft", "tools", "rewrite"],
         ..Script::default()
     });
-    let after = pipeline::run(
+    let after = synth::run(
         &changed(&run, "cache2"),
         Some(&personas),
         Some(backend(&new)),
@@ -881,7 +879,7 @@ fn changed_settings_recompute_the_stages_that_use_them() {
         ..changed(dir, cache)
     };
     let reference2 = root.path().join("reference2");
-    pipeline::run(
+    synth::run(
         &strict(&reference2, "cache"),
         Some(&personas),
         Some(backend(&Arc::new(Script::default()))),
@@ -893,7 +891,7 @@ fn changed_settings_recompute_the_stages_that_use_them() {
         ],
         ..Script::default()
     });
-    let report = pipeline::run(
+    let report = synth::run(
         &strict(&run, "cache3"),
         Some(&personas),
         Some(backend(&idle)),
@@ -914,7 +912,7 @@ fn reading_a_stage_file_does_not_rewrite_it_and_stale_upstream_files_stop_the_ru
         stages: vec![Stage::Draft],
         ..base.clone()
     };
-    pipeline::run(&draft_only, Some(&personas), Some(backend(&script))).unwrap();
+    synth::run(&draft_only, Some(&personas), Some(backend(&script))).unwrap();
     let draft = base.out.join("draft.jsonl");
     let complete = std::fs::read(&draft).unwrap();
     // A writer cut short (or still writing) left half a line.
@@ -925,7 +923,7 @@ fn reading_a_stage_file_does_not_rewrite_it_and_stale_upstream_files_stop_the_ru
         stages: vec![Stage::Tools],
         ..base.clone()
     };
-    let report = pipeline::run(&tools_only, None, Some(backend(&script))).unwrap();
+    let report = synth::run(&tools_only, None, Some(backend(&script))).unwrap();
     assert_eq!(report.stages[0].input, 3);
     assert_eq!(
         std::fs::read(&draft).unwrap(),
@@ -937,7 +935,7 @@ fn reading_a_stage_file_does_not_rewrite_it_and_stale_upstream_files_stop_the_ru
         refuse: vec!["draft"],
         ..Script::default()
     });
-    pipeline::run(&draft_only, Some(&personas), Some(backend(&idle))).unwrap();
+    synth::run(&draft_only, Some(&personas), Some(backend(&idle))).unwrap();
     assert_eq!(std::fs::read(&draft).unwrap(), complete);
 
     // Later stages may not build on files that other settings produced: the run stops before
@@ -947,7 +945,7 @@ fn reading_a_stage_file_does_not_rewrite_it_and_stale_upstream_files_stop_the_ru
         stages: vec![Stage::Rewrite],
         ..base.clone()
     };
-    let err = pipeline::run(&other_model, None, Some(backend(&script))).unwrap_err();
+    let err = synth::run(&other_model, None, Some(backend(&script))).unwrap_err();
     assert!(
         matches!(
             &err,
@@ -970,7 +968,7 @@ fn reading_a_stage_file_does_not_rewrite_it_and_stale_upstream_files_stop_the_ru
         stages: vec![Stage::Rewrite],
         ..base.clone()
     };
-    let err = pipeline::run(&rewrite, None, Some(backend(&script))).unwrap_err();
+    let err = synth::run(&rewrite, None, Some(backend(&script))).unwrap_err();
     assert!(
         matches!(&err, PipelineError::Stale { stage: "draft", count: 1, first } if *first == id(2)),
         "{err}"

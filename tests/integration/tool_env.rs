@@ -5,20 +5,20 @@
 use super::cli;
 use super::tool_rubric::trip_task;
 use rulegym::env::Environment;
-use rulegym::env::tool::{
-    Protocol, ToolEnv, ToolEnvConfig, ToolWorld, openai_call, play_episode,
-    trajectory_from_messages,
-};
-use rulegym::env::tool_sim::{MappingConfig, MappingSimulator, SimError, canonical_json};
-use rulegym::env::tool_user::{DONT_KNOW, RuleUser, UserSimulator};
-use rulegym::reward::rubric::{Event, RubricScorer, ScoreConfig};
-use rulegym::synth::llm::{
+use rulegym::llm::openai::{OpenAiBackend, OpenAiConfig};
+use rulegym::llm::{
     CacheMode, CachedBackend, ChatMessage, ChatRequest, ChatResponse, LlmBackend, LlmError,
     ScriptedBackend, assistant_text,
 };
-use rulegym::synth::llm_openai::{OpenAiBackend, OpenAiConfig};
-use rulegym::synth::schema::Schema;
-use rulegym::synth::task::ValidateOptions;
+use rulegym::tooluse::env::{
+    Protocol, ToolEnv, ToolEnvConfig, openai_call, play_episode, trajectory_from_messages,
+};
+use rulegym::tooluse::rubric::{Event, RubricScorer, ScoreConfig};
+use rulegym::tooluse::schema::Schema;
+use rulegym::tooluse::simulator::{MappingConfig, MappingSimulator, SimError, canonical_json};
+use rulegym::tooluse::task::CompiledTask;
+use rulegym::tooluse::task::ValidateOptions;
+use rulegym::tooluse::user::{DONT_KNOW, RuleUser, UserSimulator};
 use serde_json::{Value, json};
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpListener;
@@ -26,8 +26,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
-fn world() -> Arc<ToolWorld> {
-    Arc::new(ToolWorld::new(trip_task(), ValidateOptions::default()).unwrap())
+fn world() -> Arc<CompiledTask> {
+    Arc::new(trip_task().compile(ValidateOptions::default()).unwrap())
 }
 
 fn scorer() -> Arc<RubricScorer> {
@@ -549,7 +549,10 @@ fn never_asks_policy(r: &Value) -> Value {
     }
 }
 
-fn run_policy(policy: fn(&Value) -> Value, fail_first: u64) -> (rulegym::env::tool::Episode, u64) {
+fn run_policy(
+    policy: fn(&Value) -> Value,
+    fail_first: u64,
+) -> (rulegym::tooluse::env::Episode, u64) {
     let (endpoint, count) = serve(policy, fail_first);
     let agent = OpenAiBackend::new(OpenAiConfig {
         endpoint,

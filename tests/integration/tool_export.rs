@@ -4,14 +4,14 @@
 
 use rulegym::env::Environment;
 use rulegym::env::export::{ExportFormat, read_parquet_json};
-use rulegym::env::tool::{Protocol, ToolEnv, ToolEnvConfig, ToolWorld};
-use rulegym::env::tool_export::{
+use rulegym::tooluse::env::{Protocol, ToolEnv, ToolEnvConfig};
+use rulegym::tooluse::export::{
     ExportedTool, INTERACTION_NAME, SKYRL_TOOL_ENV, ToolExportOptions, VERL_INTERACTION_CLASS,
     VERL_TOOL_CLASS, export_tasks, interaction_config_path, tool_config_path, tool_rows,
 };
-use rulegym::env::tool_user::RuleUser;
-use rulegym::reward::rubric::{RubricScorer, ScoreConfig};
-use rulegym::synth::task::{Task, ValidateOptions, load_tasks};
+use rulegym::tooluse::rubric::{RubricScorer, ScoreConfig};
+use rulegym::tooluse::task::{Task, ValidateOptions, load_tasks};
+use rulegym::tooluse::user::RuleUser;
 use serde_json::Value;
 use std::path::Path;
 use std::process::Command;
@@ -64,7 +64,7 @@ fn yaml(path: &Path) -> Value {
 
 /// The prompt a fresh environment of `task` starts with under `protocol`.
 fn env_prompt(task: &Task, protocol: Protocol, scorer: &Arc<RubricScorer>) -> Value {
-    let world = Arc::new(ToolWorld::new(task.clone(), ValidateOptions::default()).unwrap());
+    let world = Arc::new(task.clone().compile(ValidateOptions::default()).unwrap());
     let config = ToolEnvConfig {
         protocol,
         ..ToolEnvConfig::default()
@@ -164,7 +164,7 @@ fn verl_and_skyrl_task_rows_read_back() {
     let jsonl = dir.path().join("verl/train.jsonl");
     let options = ToolExportOptions::default();
     export_tasks(&jsonl, &tasks, &options).unwrap();
-    let lines: Vec<Value> = rulegym::dataset::jsonl::read_jsonl(&jsonl).unwrap();
+    let lines: Vec<Value> = rulegym::io::read_jsonl(&jsonl).unwrap();
     assert_eq!(lines, rows);
 
     // SkyRL: the Hermes prompt, the env id rulegym.skyrl registers, the task in extra_info.
@@ -321,6 +321,6 @@ fn two_schemas_of_one_tool_name_export_as_two_tools() {
     assert_eq!(std::fs::read(&out).unwrap(), std::fs::read(&again).unwrap());
     let jsonl = dir.path().join("mixed.jsonl");
     export_tasks(&jsonl, &mixed, &options).unwrap();
-    let lines: Vec<Value> = rulegym::dataset::jsonl::read_jsonl(&jsonl).unwrap();
+    let lines: Vec<Value> = rulegym::io::read_jsonl(&jsonl).unwrap();
     assert_eq!(lines, rows);
 }

@@ -1,11 +1,11 @@
 //! Executable rubrics: rewards of hand-built trajectories, reward properties, hostile rules.
 
 use proptest::prelude::*;
-use rulegym::reward::rubric::{
+use rulegym::tooluse::rubric::{
     Event, ItemStatus, RewardVariant, RubricError, RubricProgram, RubricScorer, ScoreConfig,
     Trajectory,
 };
-use rulegym::synth::task::{Task, ValidateOptions};
+use rulegym::tooluse::task::{Task, ValidateOptions};
 use serde_json::json;
 use std::sync::OnceLock;
 
@@ -48,7 +48,7 @@ fn good_trajectory() -> Trajectory {
     }
 }
 
-fn score(task: &Task, t: &Trajectory) -> rulegym::reward::rubric::RubricResult {
+fn score(task: &Task, t: &Trajectory) -> rulegym::tooluse::rubric::RubricResult {
     let program = RubricProgram::compile(task).unwrap();
     scorer().score(task, &program, t, None).unwrap()
 }
@@ -383,8 +383,8 @@ fn json_schema_file_matches_the_task_struct() {
 
 #[test]
 fn rule_less_items_are_judged_strictly() {
-    use rulegym::reward::rubric_judge::LlmJudge;
-    use rulegym::synth::llm::{LlmBackend, ScriptedBackend};
+    use rulegym::llm::{LlmBackend, ScriptedBackend};
+    use rulegym::tooluse::rubric::judge::LlmJudge;
     use std::sync::Arc;
     let mut task = trip_task();
     task.rubric.subgoals[0].rule = None;

@@ -3,12 +3,11 @@
 //! is unique and deterministic per seed.
 
 use proptest::prelude::*;
-use rulegym::env::tool::ToolWorld;
-use rulegym::reward::rubric::{ItemStatus, RubricScorer, ScoreConfig};
-use rulegym::synth::task::{ItemKind, ValidateOptions};
-use rulegym::synth::worlds::{
-    Action, ScriptStep, WorldConfig, WorldTask, generate, oracle_script, replay,
+use rulegym::tooluse::rubric::{ItemStatus, RubricScorer, ScoreConfig};
+use rulegym::tooluse::rulegen::{
+    Action, RuleGenConfig, RuleTask, ScriptStep, generate, oracle_script, replay,
 };
+use rulegym::tooluse::task::{ItemKind, ValidateOptions};
 use rulegym::universe::{Universe, UniverseConfig};
 use serde_json::json;
 use std::collections::BTreeSet;
@@ -32,8 +31,8 @@ fn scorer() -> Arc<RubricScorer> {
         .clone()
 }
 
-fn play(w: &WorldTask, steps: &[ScriptStep]) -> rulegym::env::tool::Episode {
-    let world = Arc::new(ToolWorld::new(w.task.clone(), ValidateOptions::default()).unwrap());
+fn play(w: &RuleTask, steps: &[ScriptStep]) -> rulegym::tooluse::env::Episode {
+    let world = Arc::new(w.task.clone().compile(ValidateOptions::default()).unwrap());
     replay(world, scorer(), steps).unwrap()
 }
 
@@ -73,7 +72,7 @@ fn with_extra_call(steps: &[ScriptStep], tool: &str, args: serde_json::Value) ->
 }
 
 /// A policy that commits the forbidden behaviour `id`.
-fn violate(w: &WorldTask, steps: &[ScriptStep], id: &str) -> Vec<ScriptStep> {
+fn violate(w: &RuleTask, steps: &[ScriptStep], id: &str) -> Vec<ScriptStep> {
     match id {
         "no_outside_family" => with_extra_call(
             steps,
@@ -88,7 +87,7 @@ fn violate(w: &WorldTask, steps: &[ScriptStep], id: &str) -> Vec<ScriptStep> {
     }
 }
 
-fn check_world(w: &WorldTask) {
+fn check_world(w: &RuleTask) {
     let task = &w.task;
     let steps = oracle_script(task).unwrap();
     // Solvable: the reference solution gets reward 1 and ends in the expected state.
@@ -161,9 +160,9 @@ fn check_world(w: &WorldTask) {
 
 #[test]
 fn every_task_is_solvable_needs_questions_and_has_violable_rules() {
-    let config = WorldConfig {
+    let config = RuleGenConfig {
         seed: 3,
-        ..WorldConfig::default()
+        ..RuleGenConfig::default()
     };
     let tasks = generate(universe(), &config, 120).unwrap();
     assert_eq!(tasks.len(), 120);
@@ -191,9 +190,9 @@ fn every_task_is_solvable_needs_questions_and_has_violable_rules() {
 
 #[test]
 fn generation_is_deterministic_and_unique() {
-    let config = WorldConfig {
+    let config = RuleGenConfig {
         seed: 11,
-        ..WorldConfig::default()
+        ..RuleGenConfig::default()
     };
     let a = generate(universe(), &config, 300).unwrap();
     let b = generate(universe(), &config, 300).unwrap();
@@ -212,12 +211,12 @@ fn generation_is_deterministic_and_unique() {
     // A prefix is stable: asking for fewer tasks gives the first ones.
     let c = generate(universe(), &config, 100).unwrap();
     assert_eq!(&a[..100], &c[..]);
-    let other = generate(universe(), &WorldConfig { seed: 12, ..config }, 100).unwrap();
+    let other = generate(universe(), &RuleGenConfig { seed: 12, ..config }, 100).unwrap();
     assert_ne!(&a[..100], &other[..], "another seed, other tasks");
     // Every task validates and round-trips through JSON.
     for w in &a {
         let text = serde_json::to_string(&w.task).unwrap();
-        let back = rulegym::synth::task::Task::from_json(&text).unwrap();
+        let back = rulegym::tooluse::task::Task::from_json(&text).unwrap();
         assert_eq!(back, w.task);
         back.validate(ValidateOptions::default()).unwrap();
     }
@@ -226,38 +225,38 @@ fn generation_is_deterministic_and_unique() {
 #[test]
 fn bad_knobs_are_rejected() {
     for config in [
-        WorldConfig {
+        RuleGenConfig {
             hops: (0, 1),
-            ..WorldConfig::default()
+            ..RuleGenConfig::default()
         },
-        WorldConfig {
+        RuleGenConfig {
             hops: (1, 3),
-            ..WorldConfig::default()
+            ..RuleGenConfig::default()
         },
-        WorldConfig {
+        RuleGenConfig {
             candidates: (0, 2),
-            ..WorldConfig::default()
+            ..RuleGenConfig::default()
         },
-        WorldConfig {
+        RuleGenConfig {
             slots: (0, 2),
-            ..WorldConfig::default()
+            ..RuleGenConfig::default()
         },
-        WorldConfig {
+        RuleGenConfig {
             slots: (2, 1),
-            ..WorldConfig::default()
+            ..RuleGenConfig::default()
         },
-        WorldConfig {
+        RuleGenConfig {
             outsiders: 0,
-            ..WorldConfig::default()
+            ..RuleGenConfig::default()
         },
     ] {
         assert!(generate(universe(), &config, 1).is_err(), "{config:?}");
     }
     // Impossible demands end with an error, not a loop.
-    let impossible = WorldConfig {
+    let impossible = RuleGenConfig {
         candidates: (500, 600),
         attempts_per_task: 2,
-        ..WorldConfig::default()
+        ..RuleGenConfig::default()
     };
     assert!(generate(universe(), &impossible, 5).is_err());
 }
@@ -271,12 +270,12 @@ proptest! {
         ambiguous in any::<bool>(),
         slots in 1usize..=3,
     ) {
-        let config = WorldConfig {
+        let config = RuleGenConfig {
             seed,
             hops: (hops, hops),
             candidates: if ambiguous { (2, 4) } else { (1, 1) },
             slots: (if ambiguous { slots } else { slots.min(2) }, 3),
-            ..WorldConfig::default()
+            ..RuleGenConfig::default()
         };
         let tasks = generate(universe(), &config, 8).unwrap();
         for w in &tasks {

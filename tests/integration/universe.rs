@@ -3,8 +3,9 @@
 use super::cli;
 use proptest::prelude::*;
 use rulegym::corpus::{self, ARTICLE_RELATIONS};
-use rulegym::dataset::{sha256_hex, universe_files};
+use rulegym::dataset::universe_files;
 use rulegym::engine::{Engine, Term, Value, Var};
+use rulegym::io::sha256_hex;
 use rulegym::universe::{Gender, Universe, UniverseConfig, iso_to_days};
 use std::collections::{BTreeSet, HashSet};
 

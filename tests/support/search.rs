@@ -7,7 +7,7 @@ use rulegym::engine::Engine;
 use rulegym::question::{self, Question, QuestionConfig};
 use rulegym::retrieval::SearchIndex;
 use rulegym::retrieval::docs::Document;
-use rulegym::retrieval::store::{EncoderChoice, IndexKind};
+use rulegym::retrieval::index_file::{EncoderChoice, IndexKind};
 use rulegym::universe::{Universe, UniverseConfig};
 use std::sync::Arc;
 

@@ -2,8 +2,8 @@
 //! conversation through it, shared by the integration tests (`tests/integration/tool_rubric.rs`)
 //! and the rubric bench (`benches/rubric.rs`), which both include this file with `#[path]`.
 
-use rulegym::reward::rubric::Event;
-use rulegym::synth::task::{Task, ValidateOptions};
+use rulegym::tooluse::rubric::Event;
+use rulegym::tooluse::task::{Task, ValidateOptions};
 use serde_json::json;
 
 /// The trip task fixture, parsed and validated.

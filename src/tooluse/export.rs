@@ -1,0 +1,484 @@
+//! Dataset exports of tool-use tasks ([`crate::tooluse::task`]) for RL trainers.
+//!
+//! verl (multi-turn agent loop): parquet rows with `data_source`, `prompt` (system prompt and the
+//! task's instruction; the tools reach the chat template from the tool config), `ability`,
+//! `reward_model: {style: "rule", ground_truth: {task_id}}`, `extra_info: {index, split, id,
+//! tools_kwargs: {<tool>: {create_kwargs: {task_id[, tool]}}}, interaction_kwargs: {name,
+//! task_id, task}}` and `agent_name: "tool_agent"`, plus two files next to the parquet: the tool
+//! config (`<stem>_tool_config.yaml`: one [`VERL_TOOL_CLASS`] entry per exported tool with its
+//! OpenAI schema) and the interaction config (`<stem>_interaction_config.yaml`: the simulated
+//! user [`VERL_INTERACTION_CLASS`]). The task JSON travels once per row, in
+//! `interaction_kwargs`: the interaction starts the episode (world state, user, rubric) under
+//! verl's request id, and every tool call of that request acts on it.
+//!
+//! verl's tool config is global to a run: its tool agent loop renders every tool of the config
+//! into every prompt (whatever the row's `tools_kwargs`), and creates a called tool with the
+//! row's `tools_kwargs` entry for it. So the config holds the union of the tasks' tools, and a
+//! tool name that two tasks give different schemas (common for LLM-made tasks: two different
+//! `send_email`) is exported once per schema as `<name>__<first 8 hex of the SHA-256 of the
+//! task's OpenAI schema>` (a name with one schema keeps its name, so exports without conflicts
+//! are unchanged). The `create_kwargs` of a renamed tool carry `tool`: the task's own name of
+//! it, or `""` when the row's task does not have that variant; `rulegym.verl.TaskTool` calls
+//! the task's tool by that name. Every row has an entry for every exported tool: one parquet
+//! schema serves all rows, and verl reads an absent struct field as null, which its agent loop
+//! does not accept. A call to a tool the task does not have reaches the episode under its
+//! exported name and fails there like any unknown tool (a `tool_error` fact for the rubric).
+//! When a row's task has fewer tools than the config, or renamed ones, its system prompt ends
+//! with the list of the tools that are the task's (by exported name).
+//!
+//! SkyRL: rows with `data_source`, `prompt` (the Hermes prompt, tools listed in the system
+//! message, exactly what `rulegym.skyrl.ToolEnv.init` would produce), `env_class`
+//! ([`SKYRL_TOOL_ENV`]), `reward_spec: {method: "rule", ground_truth: {task_id}}` and
+//! `extra_info: {index, split, id, task}` that `rulegym.skyrl.ToolEnv` consumes directly.
+
+use super::env::{Protocol, system_prompt};
+use crate::env::Message;
+use crate::env::export::{
+    Column, ExportError, ExportFormat, PROMPT_SCHEMA, prompt_columns, str_column, trainer_row,
+    write_columns,
+};
+use crate::tooluse::task::Task;
+use serde_json::{Value, json};
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+
+/// `class_name` of the verl tool in the tool config (`python/rulegym/verl.py`).
+pub const VERL_TOOL_CLASS: &str = "rulegym.verl.TaskTool";
+/// `class_name` of the verl user simulator in the interaction config.
+pub const VERL_INTERACTION_CLASS: &str = "rulegym.verl.UserInteraction";
+/// Default interaction name (`extra_info.interaction_kwargs.name`).
+pub const INTERACTION_NAME: &str = "rulegym_user";
+/// The SkyRL environment id `rulegym.skyrl.register_tool_env()` registers.
+pub const SKYRL_TOOL_ENV: &str = "rulegym-tool-v1";
+
+/// What goes into every row besides the task.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ToolExportOptions {
+    /// Target trainer.
+    pub format: ExportFormat,
+    /// `data_source` of every row.
+    pub data_source: String,
+    /// verl's `ability`.
+    pub ability: String,
+    /// SkyRL's `env_class`.
+    pub env_class: String,
+    /// `extra_info.split` of every row (tasks carry no split of their own).
+    pub split: String,
+    /// verl's `agent_name` (the agent loop that runs the row).
+    pub agent_name: String,
+    /// verl interaction name.
+    pub interaction: String,
+    /// Environment turns (tool calls and user turns) per episode, written into the interaction
+    /// config (a task's `max_turns` overrides it).
+    pub max_turns: u32,
+}
+
+impl Default for ToolExportOptions {
+    fn default() -> Self {
+        ToolExportOptions {
+            format: ExportFormat::Verl,
+            data_source: "rulegym_tools".into(),
+            ability: "tool-use".into(),
+            env_class: SKYRL_TOOL_ENV.into(),
+            split: "train".into(),
+            agent_name: "tool_agent".into(),
+            interaction: INTERACTION_NAME.into(),
+            max_turns: 16,
+        }
+    }
+}
+
+/// One exported task, format-independent.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ToolExportRow {
+    /// Position of the row in the file.
+    pub index: i64,
+    /// The task id.
+    pub task_id: String,
+    /// The task as JSON text (what the environment is rebuilt from).
+    pub task: String,
+    /// The chat prompt: system prompt and the task's instruction.
+    pub prompt: Vec<Message>,
+    /// The task's tools: exported name -> the task's own name.
+    pub tools: BTreeMap<String, String>,
+}
+
+/// A tool as the export declares it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ExportedTool {
+    /// Its name in the tool config (the task's name, or `<name>__<hash>` for one of several
+    /// schemas under one name).
+    pub name: String,
+    /// Its name in the tasks that have it.
+    pub tool: String,
+    /// Its OpenAI function schema, under `name`.
+    pub schema: Value,
+}
+
+impl ExportedTool {
+    /// Whether the export renamed it (its name is shared by tools of other schemas).
+    pub fn renamed(&self) -> bool {
+        self.name != self.tool
+    }
+}
+
+/// Rows of a task export and the tools they share.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ToolExport {
+    /// One row per task, in order.
+    pub rows: Vec<ToolExportRow>,
+    /// Every tool of every task, one per (name, schema), in order of first appearance.
+    pub tools: Vec<ExportedTool>,
+}
+
+impl ToolExport {
+    /// Exported tool names, in the order of [`ToolExport::tools`].
+    pub fn tool_names(&self) -> Vec<&str> {
+        self.tools.iter().map(|t| t.name.as_str()).collect()
+    }
+
+    /// The exported tools' OpenAI schemas, in order.
+    pub fn schemas(&self) -> Vec<Value> {
+        self.tools.iter().map(|t| t.schema.clone()).collect()
+    }
+}
+
+/// Longest exported tool name (OpenAI's limit for function names).
+const MAX_TOOL_NAME: usize = 64;
+
+/// The exported name of `name`'s variant with `schema` when several schemas share `name`:
+/// `<name>__<hex>`, with the shortest hex prefix (8 or more) of the schema's SHA-256 that no
+/// name in `taken` has.
+fn variant_name(name: &str, schema: &Value, taken: &BTreeSet<String>) -> String {
+    let hash = crate::io::sha256_hex(crate::tooluse::simulator::canonical_json(schema).as_bytes());
+    for len in 8..=hash.len() {
+        let keep = MAX_TOOL_NAME.saturating_sub(len + 2).min(name.len());
+        let candidate = format!("{}__{}", &name[..keep], &hash[..len]);
+        if !taken.contains(&candidate) {
+            return candidate;
+        }
+    }
+    format!("{name}__{hash}")
+}
+
+/// The key of a tool's (name, schema): its canonical OpenAI schema text (which holds the name).
+fn tool_key(tool: &crate::tooluse::task::ToolSpec) -> String {
+    crate::tooluse::simulator::canonical_json(&tool.openai_schema())
+}
+
+/// Every (name, schema) of `tasks` once, in order of first appearance, named for export; with
+/// the index of each by [`tool_key`].
+fn export_tools(tasks: &[Task]) -> (Vec<ExportedTool>, BTreeMap<String, usize>) {
+    let mut seen: Vec<(&str, Value)> = Vec::new();
+    let mut index: BTreeMap<String, usize> = BTreeMap::new();
+    for tool in tasks.iter().flat_map(|t| &t.tools) {
+        if let std::collections::btree_map::Entry::Vacant(e) = index.entry(tool_key(tool)) {
+            e.insert(seen.len());
+            seen.push((&tool.name, tool.openai_schema()));
+        }
+    }
+    let mut variants: BTreeMap<&str, usize> = BTreeMap::new();
+    for (name, _) in &seen {
+        *variants.entry(name).or_default() += 1;
+    }
+    let mut taken: BTreeSet<String> = seen.iter().map(|(n, _)| (*n).to_owned()).collect();
+    let mut tools = Vec::with_capacity(seen.len());
+    for (name, schema) in seen {
+        let exported = if variants[name] > 1 {
+            let v = variant_name(name, &schema, &taken);
+            taken.insert(v.clone());
+            v
+        } else {
+            name.to_owned()
+        };
+        let mut schema = schema;
+        schema["function"]["name"] = json!(exported);
+        tools.push(ExportedTool {
+            name: exported,
+            tool: name.to_owned(),
+            schema,
+        });
+    }
+    (tools, index)
+}
+
+/// Builds the rows of `tasks` (validated by the caller, e.g. [`crate::tooluse::task::load_tasks`]).
+/// The prompt follows the trainer: verl renders the tools through its chat template, so its
+/// system prompt is the OpenAI-protocol one (ending with the task's tool names when the export
+/// has other tools too, or renamed the task's); SkyRL's text environment gets the Hermes
+/// prompt with the tools listed. A tool name that tasks give different schemas is exported
+/// once per schema under a distinct name (see the module documentation).
+pub fn tool_rows(tasks: &[Task], options: &ToolExportOptions) -> crate::Result<ToolExport> {
+    if tasks.is_empty() {
+        return Err(ExportError::Empty.into());
+    }
+    let protocol = match options.format {
+        ExportFormat::Verl => Protocol::OpenAi,
+        ExportFormat::Skyrl => Protocol::Hermes,
+    };
+    let (tools, index) = export_tools(tasks);
+    let mut rows = Vec::with_capacity(tasks.len());
+    for (i, task) in tasks.iter().enumerate() {
+        let mut own = BTreeMap::new();
+        let mut listed = Vec::new();
+        for tool in &task.tools {
+            let exported = &tools[index[&tool_key(tool)]];
+            own.insert(exported.name.clone(), tool.name.clone());
+            listed.push(exported.name.as_str());
+        }
+        let text = serde_json::to_string(task).map_err(|source| crate::Error::Json {
+            context: format!("serialising task {}", task.id),
+            source,
+        })?;
+        let mut system = system_prompt(task, protocol);
+        let partial = own.len() < tools.len() || own.iter().any(|(e, t)| e != t);
+        if protocol == Protocol::OpenAi && partial {
+            system.push_str(&format!(
+                "\n\nOf the functions available, this request has only these: {}.",
+                listed.join(", ")
+            ));
+        }
+        rows.push(ToolExportRow {
+            index: i as i64,
+            task_id: task.id.clone(),
+            task: text,
+            prompt: vec![
+                Message::new("system", system),
+                Message::new("user", task.instruction.clone()),
+            ],
+            tools: own,
+        });
+    }
+    Ok(ToolExport { rows, tools })
+}
+
+/// The `create_kwargs` of exported tool `tool` in `row`: the task id, and for a renamed tool
+/// the task's own name of it (`""` when the task does not have this variant).
+fn create_kwargs(row: &ToolExportRow, tool: &ExportedTool) -> Value {
+    if tool.renamed() {
+        let own = row.tools.get(&tool.name).map_or("", String::as_str);
+        json!({ "task_id": row.task_id, "tool": own })
+    } else {
+        json!({ "task_id": row.task_id })
+    }
+}
+
+/// A row as the trainer's JSON object (the same fields the parquet file holds). `tools` are
+/// the export's tools: every row carries a `tools_kwargs` entry for each, as one parquet schema
+/// serves all rows.
+pub fn tool_row_json(
+    row: &ToolExportRow,
+    tools: &[ExportedTool],
+    options: &ToolExportOptions,
+) -> Value {
+    let (label, extra) = match options.format {
+        ExportFormat::Verl => {
+            let tools_kwargs: serde_json::Map<String, Value> = tools
+                .iter()
+                .map(|tool| {
+                    let kwargs = json!({ "create_kwargs": create_kwargs(row, tool) });
+                    (tool.name.clone(), kwargs)
+                })
+                .collect();
+            let extra = json!({
+                "index": row.index,
+                "split": options.split,
+                "id": row.task_id,
+                "tools_kwargs": tools_kwargs,
+                "interaction_kwargs": {
+                    "name": options.interaction,
+                    "task_id": row.task_id,
+                    "task": row.task,
+                },
+            });
+            (&options.ability, extra)
+        }
+        ExportFormat::Skyrl => {
+            let extra = json!({
+                "index": row.index,
+                "split": options.split,
+                "id": row.task_id,
+                "task": row.task,
+            });
+            (&options.env_class, extra)
+        }
+    };
+    let mut value = trainer_row(
+        options.format,
+        &options.data_source,
+        &row.prompt,
+        label,
+        json!({ "task_id": row.task_id }),
+        extra,
+    );
+    if options.format == ExportFormat::Verl {
+        value["agent_name"] = json!(options.agent_name);
+    }
+    value
+}
+
+/// The parquet schema of a task export with these tools.
+pub fn tool_parquet_schema(format: ExportFormat, tools: &[ExportedTool]) -> String {
+    const TASK_ID: &str =
+        "required group ground_truth {\n      required binary task_id (UTF8);\n    }";
+    match format {
+        ExportFormat::Verl => {
+            let mut kwargs = String::new();
+            for tool in tools {
+                let name = &tool.name;
+                let own = if tool.renamed() {
+                    "\n          required binary tool (UTF8);"
+                } else {
+                    ""
+                };
+                kwargs.push_str(&format!(
+                    "\n      required group {name} {{\n        required group create_kwargs {{\n          \
+                     required binary task_id (UTF8);{own}\n        }}\n      }}"
+                ));
+            }
+            format!(
+                "message verl {{\n  required binary data_source (UTF8);{PROMPT_SCHEMA}\n  \
+                 required binary ability (UTF8);\n  required group reward_model {{\n    \
+                 required binary style (UTF8);\n    {TASK_ID}\n  }}\n  \
+                 required group extra_info {{\n    required int64 index;\n    \
+                 required binary split (UTF8);\n    required binary id (UTF8);\n    \
+                 required group tools_kwargs {{{kwargs}\n    }}\n    \
+                 required group interaction_kwargs {{\n      required binary name (UTF8);\n      \
+                 required binary task_id (UTF8);\n      required binary task (UTF8);\n    }}\n  }}\n  \
+                 required binary agent_name (UTF8);\n}}"
+            )
+        }
+        ExportFormat::Skyrl => format!(
+            "message skyrl {{\n  required binary data_source (UTF8);{PROMPT_SCHEMA}\n  \
+             required binary env_class (UTF8);\n  required group reward_spec {{\n    \
+             required binary method (UTF8);\n    {TASK_ID}\n  }}\n  \
+             required group extra_info {{\n    required int64 index;\n    \
+             required binary split (UTF8);\n    required binary id (UTF8);\n    \
+             required binary task (UTF8);\n  }}\n}}"
+        ),
+    }
+}
+
+fn tool_columns(export: &ToolExport, options: &ToolExportOptions) -> Vec<Column> {
+    let rows = &export.rows;
+    let n = rows.len();
+    let same = |s: &str| Column::Str(vec![s.into(); n]);
+    let ids = || str_column(rows.iter().map(|r| r.task_id.as_str()));
+    let label = match options.format {
+        ExportFormat::Verl => &options.ability,
+        ExportFormat::Skyrl => &options.env_class,
+    };
+    let [roles, contents] = prompt_columns(rows.iter().map(|r| r.prompt.as_slice()));
+    let mut columns = vec![
+        same(&options.data_source),
+        roles,
+        contents,
+        same(label),
+        same("rule"),
+        ids(),
+        Column::Int(rows.iter().map(|r| r.index).collect()),
+        same(&options.split),
+        ids(),
+    ];
+    match options.format {
+        ExportFormat::Verl => {
+            for tool in &export.tools {
+                columns.push(ids());
+                if tool.renamed() {
+                    let own = rows
+                        .iter()
+                        .map(|r| r.tools.get(&tool.name).map_or("", String::as_str));
+                    columns.push(str_column(own));
+                }
+            }
+            columns.push(same(&options.interaction));
+            columns.push(ids());
+            columns.push(str_column(rows.iter().map(|r| r.task.as_str())));
+            columns.push(same(&options.agent_name));
+        }
+        ExportFormat::Skyrl => columns.push(str_column(rows.iter().map(|r| r.task.as_str()))),
+    }
+    columns
+}
+
+/// verl's tool config: one [`VERL_TOOL_CLASS`] entry per exported tool, with its OpenAI schema.
+pub fn verl_tool_config(tools: &[Value]) -> Value {
+    let entries: Vec<Value> = tools
+        .iter()
+        .map(|schema| {
+            json!({
+                "class_name": VERL_TOOL_CLASS,
+                "config": { "type": "native" },
+                "tool_schema": schema,
+            })
+        })
+        .collect();
+    json!({ "tools": entries })
+}
+
+/// verl's interaction config: the simulated user under `options.interaction`.
+pub fn verl_interaction_config(options: &ToolExportOptions) -> Value {
+    json!({
+        "interaction": [{
+            "name": options.interaction,
+            "class_name": VERL_INTERACTION_CLASS,
+            "config": { "max_turns": options.max_turns },
+        }]
+    })
+}
+
+/// `dir/<stem><suffix>` for an output file `dir/<stem>.<ext>`.
+fn sibling(path: &Path, suffix: &str) -> PathBuf {
+    let stem = path
+        .file_stem()
+        .map_or_else(|| "export".into(), |s| s.to_string_lossy().into_owned());
+    path.with_file_name(format!("{stem}{suffix}"))
+}
+
+/// Where [`export_tasks`] writes verl's tool config for an output file `path`.
+pub fn tool_config_path(path: &Path) -> PathBuf {
+    sibling(path, "_tool_config.yaml")
+}
+
+/// Where [`export_tasks`] writes verl's interaction config for an output file `path`.
+pub fn interaction_config_path(path: &Path) -> PathBuf {
+    sibling(path, "_interaction_config.yaml")
+}
+
+fn write_yaml(path: &Path, value: &Value) -> crate::Result<()> {
+    let text = serde_yaml_ng::to_string(value).map_err(|e| ExportError::Yaml {
+        path: path.display().to_string(),
+        message: e.to_string(),
+    })?;
+    crate::io::write_file_atomic(path, text.as_bytes())
+}
+
+/// Exports `tasks` to `path` (JSONL when the name ends in `.jsonl`, parquet otherwise); for
+/// verl also writes the tool and interaction configs next to it. Returns the files written, the
+/// rows file first. Every file is written atomically; bytes depend only on the input.
+pub fn export_tasks(
+    path: &Path,
+    tasks: &[Task],
+    options: &ToolExportOptions,
+) -> crate::Result<Vec<PathBuf>> {
+    let export = tool_rows(tasks, options)?;
+    if path.extension().is_some_and(|e| e == "jsonl") {
+        let rows = export.rows.iter();
+        crate::io::write_jsonl(path, rows.map(|r| tool_row_json(r, &export.tools, options)))?;
+    } else {
+        write_columns(
+            path,
+            &tool_parquet_schema(options.format, &export.tools),
+            tool_columns(&export, options),
+        )?;
+    }
+    let mut files = vec![path.to_path_buf()];
+    if options.format == ExportFormat::Verl {
+        let tools = tool_config_path(path);
+        write_yaml(&tools, &verl_tool_config(&export.schemas()))?;
+        let interaction = interaction_config_path(path);
+        write_yaml(&interaction, &verl_interaction_config(options))?;
+        files.extend([tools, interaction]);
+    }
+    Ok(files)
+}

@@ -1,0 +1,18 @@
+//! The tool-use wing (SynthAgent-style mock worlds): a [`task::Task`] gives its own tools, an
+//! underspecified instruction, a hidden user context and a rubric; [`task::Task::compile`] turns
+//! it into a [`task::CompiledTask`] (schemas and rubric program compiled once); the
+//! [`env::ToolEnv`] plays an episode against the tool [`simulator`] and a simulated [`user`];
+//! the [`rubric`] scores the trajectory with Prolog rules (or an LLM judge); [`export`] writes
+//! verl/SkyRL rows; [`rulegen`] builds tasks from a universe with no LLM.
+//!
+//! The LLM synthesis pipeline that writes tasks lives above this wing, in `synth` (feature `synth`).
+
+pub mod env;
+#[cfg(feature = "export")]
+pub mod export;
+pub mod rubric;
+pub mod rulegen;
+pub mod schema;
+pub mod simulator;
+pub mod task;
+pub mod user;
