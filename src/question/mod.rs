@@ -240,7 +240,9 @@ struct Proposal {
     cell: String,
 }
 
-/// Generates every configured family's questions with one engine; see [`generate_with`].
+/// Generates every configured family's questions with one engine holding the universe's facts
+/// ([`propose_all`] then [`verify`]; [`crate::dataset::build`] runs the same phases on an engine
+/// pool, overlapping the fact load with sampling).
 pub fn generate(
     universe: &Universe,
     engine: &Engine,

@@ -4,19 +4,19 @@
 //! personas -> draft -> tools -> rewrite -> rollouts -> rubric -> filter -> tasks.jsonl
 //! ```
 //!
-//! - `draft` (`pipeline/draft.rs`): a persona seed becomes a task, a workflow of 5-7 sub-goals,
+//! - `draft` (`draft.rs`): a persona seed becomes a task, a workflow of 5-7 sub-goals,
 //!   3-5 tools of different categories (`parameters` and `outputs` schemas) and one forbidden
 //!   behaviour of the form "Tool X must NOT be used to Y" with its reason;
-//! - `tools` (`pipeline/tools.rs`): the tool check drops tools the model could do itself, keeps
+//! - `tools` (`tool_check.rs`): the tool check drops tools the model could do itself, keeps
 //!   outputs simulatable (an object of at most 2 fields), marks read-only vs state-modifying and
 //!   adds 1-2 distractor tools;
-//! - `rewrite` (`pipeline/rewrite.rs`): the information gap: a one-sentence underspecified
+//! - `rewrite` (`rewrite.rs`): the information gap: a one-sentence underspecified
 //!   instruction and a hidden user context of structured slots;
-//! - `rollouts` (`pipeline/rollout.rs`): at least two teacher rollouts in the mock environment
+//! - `rollouts` (`rollout.rs`): at least two teacher rollouts in the mock environment
 //!   ([`crate::tooluse::env::ToolEnv`] with the mapping tool simulator and a simulated user);
-//! - `rubric` (`pipeline/rubric.rs`): executable rubric items (Prolog bodies over trajectory
+//! - `rubric` (`rubric_extract.rs`): executable rubric items (Prolog bodies over trajectory
 //!   facts), each checked by the rubric whitelist and loaded into a rubric engine;
-//! - `filter` (`pipeline/filter.rs`): drops tasks whose teacher rollouts leave too much of the
+//! - `filter` (`filter.rs`): drops tasks whose teacher rollouts leave too much of the
 //!   workflow unexecuted or whose best rollout does not pass its rubric; writes `tasks.jsonl`
 //!   (valid [`Task`] records), `mappings/<id>.json` (the teacher's tool responses, so training
 //!   rollouts start consistent with them) and `manifest.json`.

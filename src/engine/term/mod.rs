@@ -3,6 +3,7 @@
 //! Queries are built from typed terms and rendered with correct quoting, so user data can never
 //! change the shape of a query; answers come back as [`Value`]s.
 
+mod lex;
 mod read;
 
 pub use read::{ReadError, ReadLimits, read_clause, read_term};
