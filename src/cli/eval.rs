@@ -3,9 +3,12 @@
 
 use crate::Result;
 use crate::cli::oracle::SearchData;
-use crate::env::eval::{ChatClient, ClientConfig, EvalConfig, evaluate, report, write_outputs};
+use crate::env::eval::{EndpointPolicy, EvalConfig, Sampling, evaluate, report, write_outputs};
 use crate::env::search::SearchEnvConfig;
+use crate::llm::openai::{OpenAiBackend, OpenAiConfig};
+use crate::llm::{CacheMode, CachedBackend, LlmBackend};
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
@@ -50,7 +53,7 @@ pub struct Args {
     /// Seconds per request before it counts as failed (and is retried).
     #[arg(long, default_value_t = 120.0)]
     timeout: f64,
-    /// Retries per request on connection errors, timeouts, 429 and 5xx.
+    /// Retries per request on connection errors, timeouts, 408, 429 and 5xx.
     #[arg(long, default_value_t = 5)]
     retries: u32,
     /// First retry backoff in milliseconds (doubled per retry).
@@ -59,6 +62,13 @@ pub struct Args {
     /// Environment variable holding the API key (sent as a bearer token when set).
     #[arg(long, default_value = "OPENAI_API_KEY")]
     api_key_env: String,
+    /// Record every exchange in this directory (one file per request hash) and reuse recorded
+    /// answers, so a run can be replayed offline.
+    #[arg(long)]
+    cache: Option<PathBuf>,
+    /// Only recorded answers from --cache (no endpoint is called; a miss is an error).
+    #[arg(long)]
+    replay_only: bool,
 }
 
 /// Runs `rulegym eval`; exits with an error (after writing the outputs) when episodes failed
@@ -70,19 +80,42 @@ pub fn run(args: Args) -> Result<()> {
             args.timeout
         )));
     }
-    let client = ChatClient::new(ClientConfig {
+    let http: Arc<dyn LlmBackend> = Arc::new(OpenAiBackend::new(OpenAiConfig {
         endpoint: args.endpoint.clone(),
-        model: args.model.clone(),
         api_key: std::env::var(&args.api_key_env)
             .ok()
             .filter(|k| !k.is_empty()),
-        temperature: args.temperature,
-        max_tokens: args.max_tokens,
-        seed: args.seed,
         timeout: Duration::from_secs_f64(args.timeout),
-        retries: args.retries,
+        max_retries: args.retries,
         backoff: Duration::from_millis(args.backoff_ms),
-    })?;
+        max_concurrency: args.concurrency.max(1),
+    })?);
+    let backend: Arc<dyn LlmBackend> = match &args.cache {
+        Some(dir) => {
+            let mode = if args.replay_only {
+                CacheMode::Replay
+            } else {
+                CacheMode::Record
+            };
+            let inner = (!args.replay_only).then_some(http);
+            Arc::new(CachedBackend::new(inner, dir, mode))
+        }
+        None if args.replay_only => {
+            return Err(crate::Error::Config(
+                "--replay-only needs --cache DIR (the recorded exchanges)".into(),
+            ));
+        }
+        None => http,
+    };
+    let client = EndpointPolicy::new(
+        backend,
+        Sampling {
+            model: args.model.clone(),
+            temperature: args.temperature,
+            max_tokens: args.max_tokens,
+            seed: args.seed,
+        },
+    )?;
     let config = EvalConfig {
         env: SearchEnvConfig {
             top_k: args.top_k,
@@ -108,7 +141,8 @@ pub fn run(args: Args) -> Result<()> {
         }
     };
     let records = evaluate(&universe, &questions, index, &client, &config, &progress)?;
-    let summary = report(&records, &args.model, client.url(), args.max_turns);
+    let url = crate::llm::openai::completions_url(&args.endpoint);
+    let summary = report(&records, &args.model, &url, args.max_turns);
     write_outputs(&args.out, &records, &summary)?;
     let o = &summary.overall;
     println!(

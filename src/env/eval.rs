@@ -10,50 +10,22 @@
 use super::oracle::proof_plan;
 use super::search::{Retriever, SearchEnv, SearchEnvConfig, SearchTask};
 use super::{Environment, Message};
+use crate::llm::{ChatMessage, ChatRequest, LlmBackend};
 use crate::question::Question;
 use crate::universe::Universe;
 use serde::{Deserialize, Serialize};
-use serde_json::{Value, json};
+use serde_json::Value;
 use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
 
 /// The stop strings of the Search-R1 protocol.
 pub const STOP: [&str; 2] = ["</search>", "</answer>"];
 
-/// Errors of the evaluation runner and its chat client.
+/// Errors of the evaluation report (endpoint failures are [`crate::llm::LlmError`]s).
 #[derive(Debug, thiserror::Error)]
 pub enum EvalError {
-    /// The endpoint kept failing (connection, timeout, 429 or 5xx) after every retry.
-    #[error("{url}: gave up after {attempts} attempt(s): {last}")]
-    GaveUp {
-        /// The request URL.
-        url: String,
-        /// Attempts made.
-        attempts: u32,
-        /// The last failure.
-        last: String,
-    },
-    /// The endpoint answered with a status that retrying cannot fix (400, 401, 404, ...).
-    #[error("{url}: HTTP {status}: {body}")]
-    Status {
-        /// The request URL.
-        url: String,
-        /// The HTTP status.
-        status: u16,
-        /// The start of the response body.
-        body: String,
-    },
-    /// The response was not an OpenAI chat completion.
-    #[error("{url}: unexpected response: {message}")]
-    BadResponse {
-        /// The request URL.
-        url: String,
-        /// What was wrong.
-        message: String,
-    },
     /// Plotting a report figure failed.
     #[error("plotting {figure}: {message}")]
     Plot {
@@ -68,64 +40,6 @@ pub enum EvalError {
 pub trait Policy: Sync {
     /// The assistant's reply to `messages`, including the stop string it stopped at.
     fn act(&self, messages: &[Message]) -> crate::Result<String>;
-}
-
-/// Settings of the OpenAI-compatible chat client.
-#[derive(Debug, Clone, PartialEq)]
-pub struct ClientConfig {
-    /// Base URL (`http://host:8000/v1`) or the full `.../chat/completions` URL.
-    pub endpoint: String,
-    /// The `model` field.
-    pub model: String,
-    /// Bearer token, if the endpoint needs one.
-    pub api_key: Option<String>,
-    /// Sampling temperature.
-    pub temperature: f64,
-    /// Tokens per turn.
-    pub max_tokens: u32,
-    /// The `seed` field, if any (vLLM still is not bit-reproducible).
-    pub seed: Option<u64>,
-    /// Timeout of one request (connect, send, wait, read).
-    pub timeout: Duration,
-    /// Retries after the first attempt on connection errors, timeouts, 408, 429 and 5xx.
-    pub retries: u32,
-    /// First backoff; doubled per retry, at most 30 s; a `Retry-After` in seconds wins.
-    pub backoff: Duration,
-}
-
-impl Default for ClientConfig {
-    fn default() -> Self {
-        ClientConfig {
-            endpoint: "http://127.0.0.1:8000/v1".into(),
-            model: "default".into(),
-            api_key: None,
-            temperature: 0.0,
-            max_tokens: 1024,
-            seed: None,
-            timeout: Duration::from_secs(120),
-            retries: 5,
-            backoff: Duration::from_millis(500),
-        }
-    }
-}
-
-/// A blocking OpenAI-compatible chat-completions client with stop strings, timeouts and retries.
-pub struct ChatClient {
-    agent: ureq::Agent,
-    url: String,
-    config: ClientConfig,
-}
-
-/// The chat-completions URL of an endpoint given as a base URL or the full URL.
-pub fn completions_url(endpoint: &str) -> String {
-    let e = endpoint.trim_end_matches('/');
-    if e.ends_with("/chat/completions") {
-        e.to_owned()
-    } else if e.ends_with("/v1") {
-        format!("{e}/chat/completions")
-    } else {
-        format!("{e}/v1/chat/completions")
-    }
 }
 
 /// Puts back the stop string an endpoint cut off (OpenAI APIs drop it from the text): the
@@ -148,141 +62,63 @@ pub fn restore_stop(text: &str, finish_reason: Option<&str>, stop_reason: Option
     }
 }
 
-impl ChatClient {
-    /// A client for `config.endpoint` (no request is made yet).
-    pub fn new(config: ClientConfig) -> crate::Result<Self> {
-        if config.model.is_empty() {
+/// The sampling settings of each turn's request.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Sampling {
+    /// The `model` field.
+    pub model: String,
+    /// Sampling temperature.
+    pub temperature: f64,
+    /// Tokens per turn.
+    pub max_tokens: u32,
+    /// The `seed` field, if any (vLLM still is not bit-reproducible).
+    pub seed: Option<u64>,
+}
+
+/// A policy served by an LLM backend (the OpenAI-compatible client of [`crate::llm::openai`],
+/// usually behind a record/replay [`crate::llm::CachedBackend`]): each turn is one chat request
+/// with Search-R1's stop strings; a stop string the endpoint cut off is put back
+/// ([`restore_stop`]).
+pub struct EndpointPolicy {
+    backend: Arc<dyn LlmBackend>,
+    sampling: Sampling,
+}
+
+impl EndpointPolicy {
+    /// A policy asking `backend` with these sampling settings; errors on an empty model name.
+    pub fn new(backend: Arc<dyn LlmBackend>, sampling: Sampling) -> crate::Result<Self> {
+        if sampling.model.is_empty() {
             return Err(crate::Error::Config("model must not be empty".into()));
         }
-        if !(config.endpoint.starts_with("http://") || config.endpoint.starts_with("https://")) {
-            return Err(crate::Error::Config(format!(
-                "endpoint must be an http(s) URL, got {:?}",
-                config.endpoint
-            )));
-        }
-        if config.timeout.is_zero() {
-            return Err(crate::Error::Config("timeout must be positive".into()));
-        }
-        let url = completions_url(&config.endpoint);
-        let agent = ureq::Agent::config_builder()
-            .timeout_global(Some(config.timeout))
-            .http_status_as_error(false)
-            .build()
-            .into();
-        Ok(ChatClient { agent, url, config })
+        Ok(EndpointPolicy { backend, sampling })
     }
 
-    /// The chat-completions URL requests go to.
-    pub fn url(&self) -> &str {
-        &self.url
-    }
-
-    fn body(&self, messages: &[Message]) -> String {
-        let mut body = json!({
-            "model": self.config.model,
-            "messages": messages,
-            "stop": STOP,
-            "temperature": self.config.temperature,
-            "max_tokens": self.config.max_tokens,
-        });
-        if let Some(seed) = self.config.seed {
-            body["seed"] = json!(seed);
+    /// The request for one turn.
+    pub fn request(&self, messages: &[Message]) -> ChatRequest {
+        ChatRequest {
+            temperature: Some(self.sampling.temperature),
+            max_tokens: Some(self.sampling.max_tokens),
+            seed: self.sampling.seed,
+            stop: STOP.iter().map(|s| s.to_string()).collect(),
+            ..ChatRequest::new(
+                &self.sampling.model,
+                messages
+                    .iter()
+                    .map(|m| ChatMessage::text(&m.role, m.content.clone()))
+                    .collect(),
+            )
         }
-        body.to_string()
-    }
-
-    /// One attempt: Ok(text), or Err((retryable, message, retry_after)).
-    fn attempt(&self, body: &str) -> Result<String, (bool, String, Option<Duration>)> {
-        let mut request = self
-            .agent
-            .post(&self.url)
-            .header("Content-Type", "application/json");
-        if let Some(key) = &self.config.api_key {
-            request = request.header("Authorization", format!("Bearer {key}"));
-        }
-        let mut response = request
-            .send(body)
-            .map_err(|e| (true, e.to_string(), None))?;
-        let status = response.status().as_u16();
-        let retry_after = response
-            .headers()
-            .get("retry-after")
-            .and_then(|v| v.to_str().ok())
-            .and_then(|v| v.trim().parse::<u64>().ok())
-            .map(Duration::from_secs);
-        let text = response
-            .body_mut()
-            .read_to_string()
-            .map_err(|e| (true, format!("reading the response: {e}"), None))?;
-        if status == 408 || status == 429 || status >= 500 {
-            return Err((true, format!("HTTP {status}"), retry_after));
-        }
-        if status != 200 {
-            let head: String = text.chars().take(300).collect();
-            return Err((false, format!("HTTP {status}: {head}"), None));
-        }
-        let value: Value =
-            serde_json::from_str(&text).map_err(|e| (false, format!("not JSON ({e})"), None))?;
-        let choice = &value["choices"][0];
-        if choice.is_null() {
-            return Err((false, "no choices".into(), None));
-        }
-        let content = match &choice["message"]["content"] {
-            Value::String(s) => s.as_str(),
-            Value::Null => "",
-            _ => return Err((false, "choices[0].message.content missing".into(), None)),
-        };
-        Ok(restore_stop(
-            content,
-            choice["finish_reason"].as_str(),
-            choice["stop_reason"].as_str(),
-        ))
     }
 }
 
-impl Policy for ChatClient {
+impl Policy for EndpointPolicy {
     fn act(&self, messages: &[Message]) -> crate::Result<String> {
-        let body = self.body(messages);
-        let mut delay = self.config.backoff;
-        let mut last = String::new();
-        for attempt in 0..=self.config.retries {
-            match self.attempt(&body) {
-                Ok(text) => return Ok(text),
-                Err((false, message, _)) => {
-                    let (status, body) = message
-                        .strip_prefix("HTTP ")
-                        .and_then(|m| m.split_once(": "))
-                        .and_then(|(s, b)| Some((s.parse().ok()?, b.to_owned())))
-                        .unwrap_or((0, message.clone()));
-                    return Err(if status == 0 {
-                        EvalError::BadResponse {
-                            url: self.url.clone(),
-                            message,
-                        }
-                    } else {
-                        EvalError::Status {
-                            url: self.url.clone(),
-                            status,
-                            body,
-                        }
-                    }
-                    .into());
-                }
-                Err((true, message, retry_after)) => {
-                    last = message;
-                    if attempt < self.config.retries {
-                        std::thread::sleep(retry_after.unwrap_or(delay));
-                        delay = (delay * 2).min(Duration::from_secs(30));
-                    }
-                }
-            }
-        }
-        Err(EvalError::GaveUp {
-            url: self.url.clone(),
-            attempts: self.config.retries + 1,
-            last,
-        }
-        .into())
+        let response = self.backend.chat(&self.request(messages))?;
+        Ok(restore_stop(
+            response.message.content_str(),
+            response.finish_reason.as_deref(),
+            response.stop_reason.as_deref(),
+        ))
     }
 }
 

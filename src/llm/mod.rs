@@ -24,9 +24,19 @@ pub enum LlmError {
         /// The start of the response body.
         body: String,
     },
-    /// The request could not be sent or the response not received (after retries).
+    /// The request could not be sent or the response not received.
     #[error("LLM transport error: {0}")]
     Transport(String),
+    /// A retryable failure (transport, timeout, 408, 429, 5xx) persisted through every retry.
+    #[error("{url}: gave up after {attempts} attempt(s): {last}")]
+    GaveUp {
+        /// The request URL.
+        url: String,
+        /// Attempts made.
+        attempts: u32,
+        /// The last failure.
+        last: String,
+    },
     /// The response was not a chat completion.
     #[error("unparseable LLM response: {0}")]
     Parse(String),
@@ -123,6 +133,9 @@ pub struct ChatRequest {
     /// Sampling seed (passed through; servers are not bit-reproducible even with it).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub seed: Option<u64>,
+    /// Stop strings (the generation ends before any of them).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub stop: Vec<String>,
 }
 
 impl ChatRequest {
@@ -135,6 +148,7 @@ impl ChatRequest {
             temperature: None,
             max_tokens: None,
             seed: None,
+            stop: Vec::new(),
         }
     }
 
@@ -156,6 +170,10 @@ pub struct ChatResponse {
     /// `stop`, `tool_calls`, `length`, ...
     #[serde(default)]
     pub finish_reason: Option<String>,
+    /// The stop string the generation stopped at, when the server reports it (vLLM's
+    /// `stop_reason`; OpenAI APIs drop the stop string from the text).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stop_reason: Option<String>,
 }
 
 /// Something that answers chat requests. Implementations must be thread-safe.
@@ -213,6 +231,7 @@ pub fn assistant_text(text: &str) -> ChatResponse {
     ChatResponse {
         message: ChatMessage::text("assistant", text),
         finish_reason: Some("stop".into()),
+        stop_reason: None,
     }
 }
 

@@ -1,7 +1,9 @@
-//! An OpenAI-compatible chat-completions client (vLLM, SGLang, hosted APIs over plain HTTP):
-//! per-request timeout, retries with exponential backoff on 429/5xx and transport errors
-//! (honouring `Retry-After`), a concurrency limit shared by all threads, `seed` and `tools`
-//! passed through. Blocking (ureq, with rustls for https endpoints).
+//! The one OpenAI-compatible chat-completions client (vLLM, SGLang, llama.cpp's server, hosted
+//! APIs), used by evaluation, synthesis, the simulators, the user and the judge: endpoint
+//! normalisation ([`completions_url`]), per-request timeout, retries with exponential backoff on
+//! 408/429/5xx and transport errors (honouring `Retry-After`), a concurrency limit shared by all
+//! threads, `seed`, `stop` and `tools` passed through. Blocking (ureq, with rustls for https
+//! endpoints). Put it behind a [`super::CachedBackend`] to record and replay.
 
 use super::{ChatMessage, ChatRequest, ChatResponse, LlmBackend, LlmError};
 use serde_json::{Value, json};
@@ -17,7 +19,7 @@ pub struct OpenAiConfig {
     pub api_key: Option<String>,
     /// Timeout of one HTTP request.
     pub timeout: Duration,
-    /// Retries after the first attempt (429, 5xx, transport errors).
+    /// Retries after the first attempt (transport errors, 408, 429, 5xx).
     pub max_retries: u32,
     /// First backoff; doubles per retry, capped at 30 s.
     pub backoff: Duration,
@@ -86,11 +88,7 @@ impl OpenAiBackend {
                 "max_concurrency must be at least 1".into(),
             ));
         }
-        let url = if endpoint.ends_with("/chat/completions") {
-            endpoint.to_owned()
-        } else {
-            format!("{endpoint}/chat/completions")
-        };
+        let url = completions_url(endpoint);
         let agent: ureq::Agent = ureq::Agent::config_builder()
             .timeout_global(Some(config.timeout))
             .http_status_as_error(false)
@@ -105,6 +103,11 @@ impl OpenAiBackend {
             },
             config,
         })
+    }
+
+    /// The chat-completions URL requests go to.
+    pub fn url(&self) -> &str {
+        &self.url
     }
 
     /// The request body sent for `request`.
@@ -122,6 +125,9 @@ impl OpenAiBackend {
         }
         if let Some(s) = request.seed {
             body["seed"] = json!(s);
+        }
+        if !request.stop.is_empty() {
+            body["stop"] = json!(request.stop);
         }
         body
     }
@@ -152,7 +158,7 @@ impl OpenAiBackend {
             .read_to_string()
             .map_err(|e| (LlmError::Transport(e.to_string()), true, None))?;
         if status != 200 {
-            let retryable = status == 429 || status >= 500;
+            let retryable = status == 408 || status == 429 || status >= 500;
             let body: String = text.chars().take(500).collect();
             return Err((LlmError::Http { status, body }, retryable, retry_after));
         }
@@ -180,7 +186,24 @@ pub fn parse_response(text: &str) -> Result<ChatResponse, LlmError> {
             .get("finish_reason")
             .and_then(Value::as_str)
             .map(str::to_owned),
+        stop_reason: choice
+            .get("stop_reason")
+            .and_then(Value::as_str)
+            .map(str::to_owned),
     })
+}
+
+/// The chat-completions URL of an endpoint given as a base URL (`http://host:8000`,
+/// `http://host:8000/v1`) or as the full `.../chat/completions` URL.
+pub fn completions_url(endpoint: &str) -> String {
+    let e = endpoint.trim_end_matches('/');
+    if e.ends_with("/chat/completions") {
+        e.to_owned()
+    } else if e.ends_with("/v1") {
+        format!("{e}/chat/completions")
+    } else {
+        format!("{e}/v1/chat/completions")
+    }
 }
 
 impl LlmBackend for OpenAiBackend {
@@ -191,8 +214,15 @@ impl LlmBackend for OpenAiBackend {
             match self.attempt(&body) {
                 Ok(r) => return Ok(r),
                 Err((err, retryable, retry_after)) => {
-                    if !retryable || attempt >= self.config.max_retries {
+                    if !retryable {
                         return Err(err);
+                    }
+                    if attempt >= self.config.max_retries {
+                        return Err(LlmError::GaveUp {
+                            url: self.url.clone(),
+                            attempts: attempt + 1,
+                            last: err.to_string(),
+                        });
                     }
                     let backoff = self
                         .config

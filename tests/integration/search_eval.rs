@@ -4,10 +4,11 @@
 
 use super::cli;
 use rulegym::dataset::load_universe;
-use rulegym::env::eval::{EvalReport, completions_url, restore_stop};
+use rulegym::env::eval::{EvalReport, restore_stop};
 use rulegym::env::oracle::replay;
 use rulegym::env::search::{Retriever, SearchEnvConfig};
 use rulegym::io::read_jsonl;
+use rulegym::llm::openai::completions_url;
 use rulegym::question::Question;
 use rulegym::retrieval::SearchIndex;
 use serde_json::{Value, json};
@@ -85,18 +86,18 @@ fn handle(script: &Script, mut stream: TcpStream) {
         .map(|(_, q)| q.trim_end_matches('\n'))
         .unwrap();
     let turn = messages.iter().filter(|m| m["role"] == "assistant").count();
-    // One request in ~7 (by question and turn) fails on its first attempt, alternating 503 and
-    // 429: the client must retry; the retry succeeds.
+    // One request in ~7 (by question and turn) fails on its first attempt with 503, 429 or 408:
+    // the client must retry; the retry succeeds.
     let key = format!("{turn}:{question}");
     let h = key
         .bytes()
         .fold(0usize, |h, b| h.wrapping_mul(31).wrapping_add(b as usize));
     if h % 7 == 3 && script.failed.lock().unwrap().insert(key) {
         script.injected_failures.fetch_add(1, Ordering::Relaxed);
-        let status = if h.is_multiple_of(2) {
-            "503 Service Unavailable"
-        } else {
-            "429 Too Many Requests"
+        let status = match h / 7 % 3 {
+            0 => "503 Service Unavailable",
+            1 => "429 Too Many Requests",
+            _ => "408 Request Timeout",
         };
         return respond(&mut stream, status, "{\"error\": \"busy\"}");
     }
@@ -232,13 +233,15 @@ fn eval_end_to_end_oracle_one_garbage_zero() {
         failed: Default::default(),
     });
     let url = serve(script.clone());
+    let cache = dir.path().join("llm-cache");
+    let cache_arg = cache.to_str().unwrap();
     let (o, out) = eval(
         dir.path(),
         &data,
         &index,
         &url,
         "oracle",
-        &["--max-turns", "1000"],
+        &["--max-turns", "1000", "--cache", cache_arg],
     );
     let errors: Vec<String> = std::fs::read_to_string(out.join("trajectories.jsonl"))
         .unwrap_or_default()
@@ -315,6 +318,25 @@ fn eval_end_to_end_oracle_one_garbage_zero() {
         std::fs::read_to_string(out.join("searches_by_hops.svg"))
             .unwrap()
             .contains("Search scaling")
+    );
+
+    // The recorded exchanges replay offline: no endpoint (a closed port), the same bytes.
+    let closed = {
+        let l = TcpListener::bind("127.0.0.1:0").unwrap();
+        format!("http://{}", l.local_addr().unwrap())
+    };
+    let (o, replayed) = eval(
+        dir.path(),
+        &data,
+        &index,
+        &closed,
+        "oracle-replay",
+        &["--max-turns", "1000", "--cache", cache_arg, "--replay-only"],
+    );
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert_eq!(
+        std::fs::read(replayed.join("trajectories.jsonl")).unwrap(),
+        std::fs::read(out.join("trajectories.jsonl")).unwrap()
     );
 
     // (b) Garbage: wrong answers and tag-less turns until the cap; F1 = 0 everywhere.

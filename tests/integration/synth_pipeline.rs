@@ -115,6 +115,7 @@ fn tool_call_response(calls: Vec<ToolCall>) -> ChatResponse {
             tool_call_id: None,
         },
         finish_reason: Some("tool_calls".into()),
+        stop_reason: None,
     }
 }
 
@@ -445,6 +446,7 @@ fn clean_personas_become_tasks_that_run_and_every_fault_is_dropped_with_its_reas
         Ok(ChatResponse {
             message: turns[*i - 1].clone(),
             finish_reason: None,
+            stop_reason: None,
         })
     });
     let env_config = ToolEnvConfig {
