@@ -11,26 +11,10 @@ pub(crate) fn grpo_bytes_copied() -> u64 {
     BYTES_COPIED.load(Ordering::Relaxed)
 }
 
-/// A read-only 1-D view as a slice: zero-copy when contiguous, else copied (and counted).
-pub(crate) fn slice1<'a, T: numpy::Element + Copy>(
-    a: &'a PyReadonlyArray1<'_, T>,
-    owned: &'a mut Vec<T>,
-) -> &'a [T] {
-    match a.as_slice() {
-        Ok(s) => s,
-        Err(_) => {
-            *owned = a.as_array().iter().copied().collect();
-            BYTES_COPIED.fetch_add(
-                (owned.len() * std::mem::size_of::<T>()) as u64,
-                Ordering::Relaxed,
-            );
-            owned
-        }
-    }
-}
-
-pub(crate) fn slice2<'a, T: numpy::Element + Copy>(
-    a: &'a PyReadonlyArray2<'_, T>,
+/// A read-only view of any dimension as a flat slice in C order: zero-copy when contiguous,
+/// else copied (and counted).
+pub(crate) fn flat<'a, T: numpy::Element + Copy, D: numpy::ndarray::Dimension>(
+    a: &'a numpy::PyReadonlyArray<'_, T, D>,
     owned: &'a mut Vec<T>,
 ) -> &'a [T] {
     match a.as_slice() {
@@ -54,7 +38,7 @@ pub(crate) enum Mask<'py> {
 
 pub(crate) fn mask_slice<'a>(m: &'a Mask<'_>, owned: &'a mut Vec<u8>) -> &'a [u8] {
     match m {
-        Mask::U8(a) => slice1(a, owned),
+        Mask::U8(a) => flat(a, owned),
         Mask::Bool(a) => match a.as_slice() {
             // SAFETY: bool is one byte holding 0 or 1.
             Ok(s) => unsafe { std::slice::from_raw_parts(s.as_ptr().cast::<u8>(), s.len()) },
@@ -132,7 +116,7 @@ pub(crate) fn group_advantages(
 ) -> PyResult<()> {
     let cfg: GrpoConfig = from_py(py, config, "GRPO config")?;
     let mut owned = Vec::new();
-    let r = slice1(&rewards, &mut owned);
+    let r = flat(&rewards, &mut owned);
     let out = out
         .as_slice_mut()
         .map_err(|_| err("out must be a C-contiguous float32 array"))?;
@@ -170,10 +154,10 @@ pub(crate) fn policy_loss<'py>(
         None => &off_owned,
     };
     let (mut o1, mut o2, mut o3, mut o4) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
-    let old = slice1(&logp_old, &mut o1);
-    let new = slice1(&logp_new, &mut o2);
+    let old = flat(&logp_old, &mut o1);
+    let new = flat(&logp_new, &mut o2);
     let m = mask_slice(&mask, &mut o3);
-    let adv = slice1(&advantages, &mut o4);
+    let adv = flat(&advantages, &mut o4);
     let g = grad
         .as_slice_mut()
         .map_err(|_| err("grad must be a C-contiguous float32 array"))?;
@@ -213,10 +197,10 @@ pub(crate) fn policy_loss_padded<'py>(
         }
     }
     let (mut o1, mut o2, mut o3, mut o4) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
-    let old = slice2(&logp_old, &mut o1);
-    let new = slice2(&logp_new, &mut o2);
-    let m = slice2(&mask, &mut o3);
-    let adv = slice1(&advantages, &mut o4);
+    let old = flat(&logp_old, &mut o1);
+    let new = flat(&logp_new, &mut o2);
+    let m = flat(&mask, &mut o3);
+    let adv = flat(&advantages, &mut o4);
     let g = grad
         .as_slice_mut()
         .map_err(|_| err("grad must be a C-contiguous float32 array"))?;

@@ -203,12 +203,12 @@ impl BuiltinEncoder {
         let n = docs as f64;
         for (i, &(h, df)) in table.iter().enumerate() {
             if i > 0 && table[i - 1].0 >= h {
-                return Err(RetrievalError::Config(
+                return Err(RetrievalError::Format(
                     "vocabulary table is not sorted by hash".into(),
                 ));
             }
             if df as u64 > docs {
-                return Err(RetrievalError::Config(format!(
+                return Err(RetrievalError::Format(format!(
                     "document frequency {df} exceeds document count {docs}"
                 )));
             }
