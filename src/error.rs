@@ -70,6 +70,14 @@ pub enum Error {
     /// An output path exists and replacing it was not asked for.
     #[error("{} already exists (pass --force to replace it)", .0.display())]
     Exists(std::path::PathBuf),
+    /// `--force` was asked to replace something that is not a rulegym output.
+    #[error("refusing to replace {}: {reason}", .path.display())]
+    NotReplaceable {
+        /// The path.
+        path: std::path::PathBuf,
+        /// Why it is not replaced.
+        reason: String,
+    },
     /// Reading or writing a file failed.
     #[error("{context}: {source}")]
     Io {

@@ -32,18 +32,124 @@ pub fn read(path: &Path) -> Result<Vec<u8>> {
     fs::read(path).map_err(io_error(format!("reading {}", path.display())))
 }
 
-/// Writes one file atomically (temporary sibling, fsync, rename); creates missing parents.
-pub fn write_file_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
-    let parent = path.parent().filter(|p| !p.as_os_str().is_empty());
-    if let Some(parent) = parent {
-        fs::create_dir_all(parent).map_err(io_error(format!("creating {}", parent.display())))?;
+/// The folder holding `path` (`.` for a bare name).
+fn parent_of(path: &Path) -> PathBuf {
+    match path.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
+        _ => PathBuf::from("."),
     }
-    let tmp = path.with_file_name(format!(
-        ".{}.tmp-{}",
-        path.file_name()
-            .map_or("out".into(), |n| n.to_string_lossy()),
-        std::process::id()
-    ));
+}
+
+/// The file name of `path` as text; an error for paths without one (`/`, `..`).
+fn name_of(path: &Path) -> Result<String> {
+    path.file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .ok_or_else(|| Error::Config(format!("{} has no file name", path.display())))
+}
+
+/// Whether process `pid` is alive. On Linux `/proc` tells; elsewhere every process counts as
+/// alive, so nothing another process may still be writing is ever removed.
+fn process_alive(pid: u32) -> bool {
+    !Path::new("/proc/self").exists() || Path::new(&format!("/proc/{pid}")).exists()
+}
+
+/// Cleans what killed writers left next to `target`: `.NAME.tmp-PID` staging files and folders
+/// of dead processes are removed; a `.NAME.old-PID` of a dead process is put back as NAME when
+/// NAME is missing (a swap killed half-way), removed otherwise. Leftovers of live processes
+/// (another writer at work) are never touched.
+pub fn clean_leftovers(target: &Path) -> Result<()> {
+    let parent = parent_of(target);
+    let name = name_of(target)?;
+    let Ok(entries) = fs::read_dir(&parent) else {
+        return Ok(());
+    };
+    let mut found: Vec<(bool, PathBuf)> = Vec::new();
+    for entry in entries.flatten() {
+        let file = entry.file_name().to_string_lossy().into_owned();
+        for (old, infix) in [(false, ".tmp-"), (true, ".old-")] {
+            let pid = file
+                .strip_prefix('.')
+                .and_then(|f| f.strip_prefix(name.as_str()))
+                .and_then(|f| f.strip_prefix(infix))
+                .and_then(|pid| pid.parse::<u32>().ok());
+            if let Some(pid) = pid
+                && pid != std::process::id()
+                && !process_alive(pid)
+            {
+                found.push((old, entry.path()));
+            }
+        }
+    }
+    found.sort();
+    for (old, path) in found {
+        if old && fs::symlink_metadata(target).is_err() {
+            fs::rename(&path, target).map_err(io_error(format!(
+                "restoring {} from {}",
+                target.display(),
+                path.display()
+            )))?;
+        } else {
+            remove_any(&path)?;
+        }
+    }
+    Ok(())
+}
+
+fn remove_any(path: &Path) -> Result<()> {
+    let result = match fs::symlink_metadata(path) {
+        Ok(m) if m.is_dir() => fs::remove_dir_all(path),
+        Ok(_) => fs::remove_file(path),
+        Err(_) => return Ok(()),
+    };
+    result.map_err(io_error(format!("removing {}", path.display())))
+}
+
+/// Flushes a folder's entries (renames into it) to disk; a no-op where folders cannot be opened.
+fn sync_dir(dir: &Path) {
+    if let Ok(d) = fs::File::open(dir) {
+        let _ = d.sync_all();
+    }
+}
+
+/// Swaps two paths in one atomic step where the system can (Linux `renameat2` with
+/// `RENAME_EXCHANGE`); `Ok(false)` where it cannot, so the caller falls back.
+#[cfg(target_os = "linux")]
+fn exchange(a: &Path, b: &Path) -> std::io::Result<bool> {
+    use std::os::unix::ffi::OsStrExt;
+    let c = |p: &Path| std::ffi::CString::new(p.as_os_str().as_bytes());
+    let (a, b) = (c(a)?, c(b)?);
+    // SAFETY: both arguments are NUL-terminated paths that live across the call.
+    let rc = unsafe {
+        libc::renameat2(
+            libc::AT_FDCWD,
+            a.as_ptr(),
+            libc::AT_FDCWD,
+            b.as_ptr(),
+            libc::RENAME_EXCHANGE,
+        )
+    };
+    if rc == 0 {
+        return Ok(true);
+    }
+    let err = std::io::Error::last_os_error();
+    match err.raw_os_error() {
+        Some(libc::EINVAL | libc::ENOSYS | libc::ENOTSUP) => Ok(false),
+        _ => Err(err),
+    }
+}
+
+#[cfg(not(target_os = "linux"))]
+fn exchange(_: &Path, _: &Path) -> std::io::Result<bool> {
+    Ok(false)
+}
+
+/// Writes one file atomically (temporary sibling, fsync, rename); creates missing parents and
+/// cleans temporary files that killed writers left (see [`clean_leftovers`]).
+pub fn write_file_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
+    let parent = parent_of(path);
+    fs::create_dir_all(&parent).map_err(io_error(format!("creating {}", parent.display())))?;
+    clean_leftovers(path)?;
+    let tmp = parent.join(format!(".{}.tmp-{}", name_of(path)?, std::process::id()));
     let result = (|| {
         let mut file =
             fs::File::create(&tmp).map_err(io_error(format!("creating {}", tmp.display())))?;
@@ -55,27 +161,36 @@ pub fn write_file_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
     if result.is_err() {
         let _ = fs::remove_file(&tmp);
     }
+    sync_dir(&parent);
     result
 }
 
+/// A caller's check that an existing output may be replaced (an error refuses).
+pub type ReplaceCheck = dyn Fn(&Path) -> Result<()>;
+
 /// Writes `files` ((name, bytes), flat) as the directory `dir` atomically: everything goes to a
-/// temporary sibling directory that is renamed into place only when complete. An existing `dir`
-/// is replaced only when `overwrite` is set (and only after the new one is complete).
-pub fn write_dir_atomic(dir: &Path, files: &[(String, Vec<u8>)], overwrite: bool) -> Result<()> {
-    if dir.exists() && !overwrite {
-        return Err(Error::Exists(dir.to_path_buf()));
-    }
-    let parent = match dir.parent() {
-        Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
-        _ => PathBuf::from("."),
-    };
+/// temporary sibling directory that replaces `dir` only when complete. An existing `dir` is
+/// replaced only when `replace` is given and accepts it (it errors to refuse; see
+/// [`crate::dataset::check_replaceable`]); where the system can, the replacement is one atomic
+/// exchange, so a kill at any instant leaves the old or the new directory under `dir` (where it
+/// cannot, a swap killed half-way is undone by the next write's [`clean_leftovers`]).
+pub fn write_dir_atomic(
+    dir: &Path,
+    files: &[(String, Vec<u8>)],
+    replace: Option<&ReplaceCheck>,
+) -> Result<()> {
+    let parent = parent_of(dir);
+    let file_name = name_of(dir)?;
     fs::create_dir_all(&parent).map_err(io_error(format!("creating {}", parent.display())))?;
-    let file_name = dir
-        .file_name()
-        .ok_or_else(|| Error::Config(format!("{} is not a directory name", dir.display())))?
-        .to_string_lossy()
-        .into_owned();
-    let staging = parent.join(format!(".{file_name}.tmp-{}", std::process::id()));
+    clean_leftovers(dir)?;
+    let exists = fs::symlink_metadata(dir).is_ok();
+    match (exists, replace) {
+        (true, None) => return Err(Error::Exists(dir.to_path_buf())),
+        (true, Some(check)) => check(dir)?,
+        (false, _) => {}
+    }
+    let pid = std::process::id();
+    let staging = parent.join(format!(".{file_name}.tmp-{pid}"));
     let _ = fs::remove_dir_all(&staging);
     let result = (|| {
         fs::create_dir(&staging).map_err(io_error(format!("creating {}", staging.display())))?;
@@ -87,22 +202,26 @@ pub fn write_dir_atomic(dir: &Path, files: &[(String, Vec<u8>)], overwrite: bool
                 .and_then(|()| file.sync_all())
                 .map_err(io_error(format!("writing {}", path.display())))?;
         }
+        sync_dir(&staging);
         let rename_into = |from: &Path| {
             fs::rename(from, dir).map_err(io_error(format!("renaming into {}", dir.display())))
         };
-        if dir.exists() {
-            let old = parent.join(format!(".{file_name}.old-{}", std::process::id()));
-            fs::rename(dir, &old).map_err(io_error(format!("moving aside {}", dir.display())))?;
-            rename_into(&staging)?;
-            fs::remove_dir_all(&old).map_err(io_error(format!("removing {}", old.display())))?;
-        } else {
-            rename_into(&staging)?;
+        if !exists {
+            return rename_into(&staging);
         }
-        Ok(())
+        if exchange(&staging, dir).map_err(io_error(format!("replacing {}", dir.display())))? {
+            // `staging` now holds the old directory.
+            return remove_any(&staging);
+        }
+        let old = parent.join(format!(".{file_name}.old-{pid}"));
+        fs::rename(dir, &old).map_err(io_error(format!("moving aside {}", dir.display())))?;
+        rename_into(&staging)?;
+        remove_any(&old)
     })();
     if result.is_err() {
         let _ = fs::remove_dir_all(&staging);
     }
+    sync_dir(&parent);
     result
 }
 
@@ -199,7 +318,7 @@ mod tests {
         write_jsonl(&path, [1u32, 2, 3]).unwrap();
         assert_eq!(std::fs::read(&path).unwrap(), b"1\n2\n3\n");
         assert_eq!(read_jsonl::<u32>(&path).unwrap(), [1, 2, 3]);
-        let err = write_dir_atomic(&dir, &[], false).unwrap_err();
+        let err = write_dir_atomic(&dir, &[], None).unwrap_err();
         assert!(matches!(err, Error::Exists(_)), "{err:?}");
         std::fs::remove_dir_all(&dir).unwrap();
     }

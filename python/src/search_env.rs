@@ -112,7 +112,7 @@ pub(crate) fn oracle<'py>(
     let trajectories = py
         .allow_threads(|| -> rulegym::Result<Vec<_>> {
             let universe = rulegym::dataset::load_universe(&dataset)?;
-            let questions = rulegym::io::read_jsonl::<Question>(&dataset.join("questions.jsonl"))?;
+            let questions = rulegym::dataset::load_questions(&dataset)?;
             let retriever: Arc<dyn Retriever> = load_cached(&index)?;
             let config = SearchEnvConfig {
                 top_k,

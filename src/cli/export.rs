@@ -2,7 +2,6 @@
 //! rows (plus verl's tool and interaction configs for tool-use tasks).
 
 use crate::Result;
-use crate::cli::oracle::read_questions;
 use crate::env::export::{ExportFormat, ExportOptions, export};
 use crate::env::search::SearchEnvConfig;
 use crate::tooluse::export::{ToolExportOptions, export_tasks};
@@ -71,7 +70,7 @@ pub fn run(args: Args) -> Result<()> {
     let dataset = args
         .dataset
         .ok_or_else(|| crate::Error::Config("pass --dataset DIR or --tasks FILE".into()))?;
-    let mut questions = read_questions(&dataset.join("questions.jsonl"))?;
+    let mut questions = crate::dataset::load_questions(&dataset)?;
     if let Some(split) = &args.split {
         questions.retain(|q| &q.split == split);
     }

@@ -63,6 +63,7 @@ pub fn run(args: Args) -> Result<()> {
     };
     let questions = args.questions.config(args.seed, !args.hard_mode);
     let quiet = args.quiet;
+    dataset::check_output(&args.out, args.force)?;
     let config = BuildConfig {
         engines: args.engines,
         ..BuildConfig::new(universe, Some(questions))

@@ -26,7 +26,7 @@ impl SearchData {
     /// Loads the universe, its questions (file order) and the index.
     pub fn load(&self) -> Result<(Universe, Vec<Question>, Arc<dyn Retriever>)> {
         let universe = load_universe(&self.dataset)?;
-        let questions = read_questions(&self.dataset.join("questions.jsonl"))?;
+        let questions = crate::dataset::load_questions(&self.dataset)?;
         let index: Arc<dyn Retriever> = Arc::new(SearchIndex::load(&self.index)?);
         Ok((universe, questions, index))
     }
@@ -43,11 +43,6 @@ pub struct Args {
     /// Passages per search.
     #[arg(long, default_value_t = 3)]
     top_k: usize,
-}
-
-/// Reads `questions.jsonl` of a dataset directory.
-pub fn read_questions(path: &std::path::Path) -> Result<Vec<Question>> {
-    crate::io::read_jsonl(path)
 }
 
 /// Runs `rulegym oracle`.

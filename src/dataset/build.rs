@@ -96,10 +96,12 @@ impl Dataset {
         )
     }
 
-    /// Writes the dataset directory atomically (an existing `dir` is replaced only when
-    /// `overwrite` is set).
+    /// Writes the dataset directory atomically. An existing `dir` is replaced only when
+    /// `overwrite` is set and it is an empty folder or a rulegym dataset
+    /// ([`super::check_replaceable`]).
     pub fn write(&self, dir: &Path, overwrite: bool) -> Result<()> {
-        crate::io::write_dir_atomic(dir, &self.files()?, overwrite)
+        let check: &crate::io::ReplaceCheck = &super::check_replaceable;
+        crate::io::write_dir_atomic(dir, &self.files()?, overwrite.then_some(check))
     }
 }
 

@@ -155,6 +155,45 @@ pub fn universe_files(
     Ok(files)
 }
 
+/// Refuses to replace `dir` unless it is an empty folder or a rulegym dataset (a `manifest.json`
+/// naming a rulegym dataset version): `--force` never deletes anything else.
+pub fn check_replaceable(dir: &Path) -> Result<()> {
+    let refuse = |reason: &str| {
+        Err(Error::NotReplaceable {
+            path: dir.to_path_buf(),
+            reason: reason.to_owned(),
+        })
+    };
+    let meta = fs::symlink_metadata(dir)
+        .map_err(crate::io::io_error(format!("inspecting {}", dir.display())))?;
+    if !meta.is_dir() {
+        return refuse("it is not a directory");
+    }
+    let mut entries =
+        fs::read_dir(dir).map_err(crate::io::io_error(format!("listing {}", dir.display())))?;
+    if entries.next().is_none() {
+        return Ok(());
+    }
+    let manifest = fs::read(dir.join("manifest.json"))
+        .ok()
+        .and_then(|bytes| serde_json::from_slice::<Manifest>(&bytes).ok());
+    match manifest {
+        Some(m) if m.dataset_version.starts_with("rulegym-universe-") => Ok(()),
+        _ => refuse("it is neither empty nor a rulegym dataset (no rulegym manifest.json)"),
+    }
+}
+
+/// Checks, before any work, that `dir` can receive a dataset: it does not exist, or `force` is
+/// set and [`check_replaceable`] accepts it.
+pub fn check_output(dir: &Path, force: bool) -> Result<()> {
+    crate::io::clean_leftovers(dir)?;
+    match fs::symlink_metadata(dir) {
+        Err(_) => Ok(()),
+        Ok(_) if !force => Err(Error::Exists(dir.to_path_buf())),
+        Ok(_) => check_replaceable(dir),
+    }
+}
+
 /// Reads a dataset directory written by `rulegym generate` back into a [`Universe`], checking
 /// every file against the manifest's SHA-256 first (a modified or truncated file is an error).
 pub fn load_universe(dir: &Path) -> Result<Universe> {
@@ -181,42 +220,91 @@ pub fn load_universe(dir: &Path) -> Result<Universe> {
             message: "does not match the manifest's SHA-256".into(),
         });
     }
-    let records: Vec<PersonRecord> = crate::io::parse_jsonl(&people, "people.jsonl")?;
-    universe_from_records(manifest.config, records)
+    let file = dir.join("people.jsonl").display().to_string();
+    let mut records = Vec::new();
+    let mut lines = Vec::new();
+    for (line, record) in crate::io::jsonl_records::<PersonRecord>(&people) {
+        records.push(record.map_err(|source| Error::Json {
+            context: format!("{file} line {line}"),
+            source,
+        })?);
+        lines.push(line);
+    }
+    from_records(manifest.config, records, &file, &lines)
 }
 
-/// Rebuilds a universe from `people.jsonl` records (names resolved to ids).
+/// Reads `questions.jsonl` of a dataset directory, checked against the manifest's SHA-256.
+pub fn load_questions(dir: &Path) -> Result<Vec<crate::question::Question>> {
+    let manifest_path = dir.join("manifest.json");
+    let manifest: Manifest =
+        serde_json::from_slice(&crate::io::read(&manifest_path)?).map_err(|source| {
+            Error::Json {
+                context: format!("parsing {}", manifest_path.display()),
+                source,
+            }
+        })?;
+    let path = dir.join("questions.jsonl");
+    let bytes = crate::io::read(&path)?;
+    match manifest.sha256.get("questions.jsonl") {
+        Some(expected) if &crate::io::sha256_hex(&bytes) == expected => {}
+        Some(_) => {
+            return Err(Error::Dataset {
+                file: path.display().to_string(),
+                message: "does not match the manifest's SHA-256".into(),
+            });
+        }
+        None => {
+            return Err(Error::Dataset {
+                file: manifest_path.display().to_string(),
+                message: "lists no questions.jsonl".into(),
+            });
+        }
+    }
+    crate::io::parse_jsonl(&bytes, &path.display().to_string())
+}
+
+/// Rebuilds a universe from `people.jsonl` records (names resolved to ids), checking every
+/// invariant of the model ([`Universe::check_invariants`]); errors name the record's line.
 pub fn universe_from_records(
     config: UniverseConfig,
     records: Vec<PersonRecord>,
 ) -> Result<Universe> {
-    let ids: std::collections::HashMap<&str, u32> =
-        records.iter().map(|r| (r.name.as_str(), r.id)).collect();
-    let resolve = |name: &String| {
-        ids.get(name.as_str())
-            .copied()
-            .ok_or_else(|| Error::Dataset {
-                file: "people.jsonl".into(),
-                message: format!("names unknown person {name:?}"),
-            })
+    let lines: Vec<usize> = (1..=records.len()).collect();
+    from_records(config, records, "people.jsonl", &lines)
+}
+
+/// [`universe_from_records`] for records read from `file` at `lines`.
+fn from_records(
+    config: UniverseConfig,
+    records: Vec<PersonRecord>,
+    file: &str,
+    lines: &[usize],
+) -> Result<Universe> {
+    let at = |i: usize, message: String| Error::Dataset {
+        file: format!("{file} line {}", lines.get(i).copied().unwrap_or(i + 1)),
+        message,
     };
-    let mut people = Vec::with_capacity(records.len());
+    let mut ids: std::collections::HashMap<&str, u32> =
+        std::collections::HashMap::with_capacity(records.len());
     for (i, r) in records.iter().enumerate() {
         if r.id as usize != i {
-            return Err(Error::Dataset {
-                file: format!("people.jsonl line {}", i + 1),
-                message: format!("has id {}", r.id),
-            });
+            return Err(at(i, format!("has id {}, expected {i}", r.id)));
         }
+        if ids.insert(r.name.as_str(), r.id).is_some() {
+            return Err(at(i, format!("name {:?} is not unique", r.name)));
+        }
+    }
+    let mut people = Vec::with_capacity(records.len());
+    for (i, r) in records.iter().enumerate() {
+        let resolve = |name: &String| {
+            ids.get(name.as_str())
+                .copied()
+                .ok_or_else(|| at(i, format!("names unknown person {name:?}")))
+        };
         let gender = match r.gender.as_str() {
             "female" => crate::universe::Gender::Female,
             "male" => crate::universe::Gender::Male,
-            other => {
-                return Err(Error::Dataset {
-                    file: format!("people.jsonl line {}", i + 1),
-                    message: format!("unknown gender {other:?}"),
-                });
-            }
+            other => return Err(at(i, format!("unknown gender {other:?}"))),
         };
         people.push(crate::universe::Person {
             name: r.name.clone(),
@@ -231,5 +319,9 @@ pub fn universe_from_records(
             friends: r.friends.iter().map(resolve).collect::<Result<_>>()?,
         });
     }
-    Ok(Universe { config, people })
+    let universe = Universe { config, people };
+    universe
+        .check_invariants()
+        .map_err(|e| at(e.person, e.message))?;
+    Ok(universe)
 }

@@ -298,6 +298,11 @@ impl Proposals {
 /// provides an answer: phase 2 ([`verify`]) takes every gold answer from the engine.
 pub fn propose_all(universe: &Universe, config: &QuestionConfig) -> crate::Result<Proposals> {
     config.validate()?;
+    if universe.people.is_empty() {
+        return Err(crate::Error::Config(
+            "the universe has no people to ask about".into(),
+        ));
+    }
     let mut report = GenerationReport::default();
     let mut all = Vec::new();
     for &family in &config.families {

@@ -4,9 +4,12 @@
 //! [`Header`], then three binary sections: the built-in encoder's document-frequency table
 //! (`u64` hash, `u32` df per entry), the documents (`u32` id length, `u32` contents length,
 //! bytes, per document) and the vectors in the search layout (blocks of 16 rows, transposed,
-//! zero-padded: see [`kernel::pack`](super::kernel::pack)). Loading reads the vectors with a
-//! single `read_exact` straight into their final buffer. Saving writes a temporary file next
-//! to the target, syncs it and renames it over the target, so readers never see a partial file.
+//! zero-padded: see [`kernel::pack`](super::kernel::pack)), and finally the SHA-256 of every
+//! byte before it (format version 2): a flipped or truncated byte anywhere is a clear error at
+//! load, never a silently different search result. Loading reads the vectors with a single
+//! `read_exact` straight into their final buffer, hashing as it reads. Saving writes a temporary
+//! file next to the target, syncs it and renames it over the target, so readers never see a
+//! partial file.
 
 use super::RetrievalError;
 use super::docs::Document;
@@ -15,13 +18,51 @@ use super::flat::FlatIndex;
 use super::hnsw::HnswParams;
 use super::topk::Hit;
 use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
 use std::io::{BufReader, BufWriter, Read, Write};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 const MAGIC: &[u8; 12] = b"RULEGYM-IDX\0";
-/// Current file format version.
-pub const FORMAT_VERSION: u32 = 1;
+/// Current file format version (2: the SHA-256 trailer).
+pub const FORMAT_VERSION: u32 = 2;
+/// Bytes of the SHA-256 trailer.
+const CHECKSUM_BYTES: u64 = 32;
+
+/// A writer or reader that hashes every byte passing through it.
+struct Hashing<T> {
+    inner: T,
+    sha: Sha256,
+}
+
+impl<T> Hashing<T> {
+    fn new(inner: T) -> Self {
+        Hashing {
+            inner,
+            sha: Sha256::new(),
+        }
+    }
+}
+
+impl<W: Write> Write for Hashing<W> {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        let n = self.inner.write(buf)?;
+        self.sha.update(&buf[..n]);
+        Ok(n)
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        self.inner.flush()
+    }
+}
+
+impl<R: Read> Read for Hashing<R> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        let n = self.inner.read(buf)?;
+        self.sha.update(&buf[..n]);
+        Ok(n)
+    }
+}
 
 /// Which encoder to build an index with (parsed from `builtin` or `bert:DIR`).
 #[derive(Clone, Debug, PartialEq)]
@@ -363,7 +404,7 @@ impl SearchIndex {
         let io = |what: &str, e| RetrievalError::Io(format!("{what} {}", tmp.display()), e);
         let result = (|| {
             let file = std::fs::File::create(&tmp).map_err(|e| io("create", e))?;
-            let mut w = BufWriter::with_capacity(1 << 20, file);
+            let mut w = Hashing::new(BufWriter::with_capacity(1 << 20, file));
             let header = serde_json::to_vec(&self.header)
                 .map_err(|e| RetrievalError::Format(format!("header: {e}")))?;
             w.write_all(MAGIC).map_err(|e| io("write", e))?;
@@ -390,6 +431,8 @@ impl SearchIndex {
                 let bytes: Vec<u8> = chunk.iter().flat_map(|x| x.to_le_bytes()).collect();
                 w.write_all(&bytes).map_err(|e| io("write", e))?;
             }
+            let Hashing { inner: mut w, sha } = w;
+            w.write_all(&sha.finalize()).map_err(|e| io("write", e))?;
             let file = w.into_inner().map_err(|e| io("flush", e.into_error()))?;
             file.sync_all().map_err(|e| io("sync", e))?;
             Ok(())
@@ -413,8 +456,8 @@ impl SearchIndex {
             .metadata()
             .map_err(|e| RetrievalError::Io(ctx("stat"), e))?
             .len();
-        let mut r = BufReader::with_capacity(1 << 20, file);
-        let read = |buf: &mut [u8], r: &mut BufReader<std::fs::File>| {
+        let mut r = Hashing::new(BufReader::with_capacity(1 << 20, file));
+        let read = |buf: &mut [u8], r: &mut Hashing<BufReader<std::fs::File>>| {
             r.read_exact(buf)
                 .map_err(|e| RetrievalError::Io(ctx("read (truncated file?)"), e))
         };
@@ -429,7 +472,8 @@ impl SearchIndex {
         let version = u32::from_le_bytes(b4);
         if version != FORMAT_VERSION {
             return Err(bad(format!(
-                "format version {version}, this build reads {FORMAT_VERSION}"
+                "format version {version}, this build reads {FORMAT_VERSION} (rebuild it with \
+                 `rulegym index`)"
             )));
         }
         read(&mut b8, &mut r)?;
@@ -446,7 +490,8 @@ impl SearchIndex {
             + header_len as u128
             + header.vocab_len as u128 * 12
             + header.docs_bytes as u128
-            + vec_bytes;
+            + vec_bytes
+            + CHECKSUM_BYTES as u128;
         if expect != file_len as u128 {
             return Err(bad(format!(
                 "size {file_len} bytes, header implies {expect}"
@@ -465,6 +510,15 @@ impl SearchIndex {
         let docs = parse_docs(&dbuf, header.count).map_err(bad)?;
         let mut vectors = vec![0f32; header.count.div_ceil(16) * 16 * header.dim];
         read(bytemuck::cast_slice_mut(&mut vectors), &mut r)?;
+        let Hashing { inner: mut r, sha } = r;
+        let mut stored = [0u8; CHECKSUM_BYTES as usize];
+        r.read_exact(&mut stored)
+            .map_err(|e| RetrievalError::Io(ctx("read (truncated file?)"), e))?;
+        if sha.finalize().as_slice() != stored {
+            return Err(bad(
+                "checksum mismatch: the file is corrupt (rebuild it with `rulegym index`)".into(),
+            ));
+        }
         if cfg!(target_endian = "big") {
             for v in &mut vectors {
                 *v = f32::from_bits(u32::from_le(v.to_bits()));

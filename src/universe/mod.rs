@@ -24,6 +24,39 @@ pub fn iso_to_days(iso: &str) -> Option<i64> {
     valid.then(|| dates::days_from_civil(y, m, d))
 }
 
+/// Whether `iso` is a valid calendar date written `YYYY-MM-DD` (4-digit year, zero-padded).
+pub fn valid_iso_date(iso: &str) -> bool {
+    let b = iso.as_bytes();
+    let digits = |r: std::ops::Range<usize>| b[r].iter().all(u8::is_ascii_digit);
+    if b.len() != 10 || b[4] != b'-' || b[7] != b'-' || !digits(0..4) || !digits(5..7) {
+        return false;
+    }
+    if !digits(8..10) {
+        return false;
+    }
+    let num = |r: std::ops::Range<usize>| iso[r].parse::<u32>().unwrap_or(0);
+    let (y, m, d) = (num(0..4), num(5..7), num(8..10));
+    let leap = y % 4 == 0 && (y % 100 != 0 || y % 400 == 0);
+    let days = match m {
+        1 | 3 | 5 | 7 | 8 | 10 | 12 => 31,
+        4 | 6 | 9 | 11 => 30,
+        2 if leap => 29,
+        2 => 28,
+        _ => return false,
+    };
+    (1..=days).contains(&d)
+}
+
+/// A broken invariant of a universe: the person (index) and what is wrong.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("person {person}: {message}")]
+pub struct InvariantError {
+    /// Index of the person the check failed on.
+    pub person: usize,
+    /// What is wrong.
+    pub message: String,
+}
+
 use serde::{Deserialize, Serialize};
 
 /// Index of a person in [`Universe::people`].
@@ -92,6 +125,128 @@ pub struct Universe {
 }
 
 impl Universe {
+    /// Checks every invariant the generator guarantees and the rules rely on: at least one
+    /// person; names non-empty, unique, free of control characters; attributes non-empty and
+    /// free of control characters; valid ISO dates of birth; no or two distinct parents, a
+    /// father then a mother, never oneself, no ancestry cycle; children and parents agree;
+    /// spouses are mutual and of the other gender; friendships symmetric, without duplicates or
+    /// oneself. Linear in the size of the universe.
+    pub fn check_invariants(&self) -> Result<(), InvariantError> {
+        let n = self.people.len();
+        let fail = |person: usize, message: String| Err(InvariantError { person, message });
+        if n == 0 {
+            return fail(0, "the universe has no people".into());
+        }
+        if n > u32::MAX as usize {
+            return fail(0, format!("{n} people are more than ids can count"));
+        }
+        let clean = |s: &str| !s.trim().is_empty() && !s.chars().any(char::is_control);
+        let mut names = std::collections::HashSet::with_capacity(n);
+        for (i, p) in self.people.iter().enumerate() {
+            let id = i as PersonId;
+            let known = |q: PersonId| (q as usize) < n;
+            if !clean(&p.name) {
+                return fail(
+                    i,
+                    format!("name {:?} is empty or has control characters", p.name),
+                );
+            }
+            if !names.insert(p.name.as_str()) {
+                return fail(i, format!("name {:?} is not unique", p.name));
+            }
+            for (field, value) in [("occupation", &p.occupation), ("hobby", &p.hobby)] {
+                if !clean(value) {
+                    return fail(
+                        i,
+                        format!("{field} {value:?} is empty or has control characters"),
+                    );
+                }
+            }
+            if !valid_iso_date(&p.dob) {
+                return fail(
+                    i,
+                    format!("date of birth {:?} is not a valid YYYY-MM-DD date", p.dob),
+                );
+            }
+            let all = p.parents.iter().chain(&p.children).chain(&p.friends);
+            if let Some(q) = all.chain(p.spouse.iter()).find(|&&q| !known(q)) {
+                return fail(i, format!("refers to person {q}, beyond the {n} people"));
+            }
+            match p.parents[..] {
+                [] => {}
+                [f, m] => {
+                    if f == id || m == id {
+                        return fail(i, "is their own parent".into());
+                    }
+                    let (father, mother) = (&self.people[f as usize], &self.people[m as usize]);
+                    if father.gender != Gender::Male || mother.gender != Gender::Female {
+                        return fail(i, "parents must be a father then a mother".into());
+                    }
+                }
+                _ => {
+                    return fail(i, format!("has {} parents (none or two)", p.parents.len()));
+                }
+            }
+            for &q in &p.parents {
+                if !self.people[q as usize].children.contains(&id) {
+                    return fail(i, format!("parent {q} does not list them as a child"));
+                }
+            }
+            let mut children = p.children.clone();
+            children.sort_unstable();
+            children.dedup();
+            if children.len() != p.children.len() {
+                return fail(i, "children repeat someone".into());
+            }
+            for &c in &p.children {
+                if !self.people[c as usize].parents.contains(&id) {
+                    return fail(i, format!("child {c} does not list them as a parent"));
+                }
+            }
+            if let Some(s) = p.spouse {
+                let spouse = &self.people[s as usize];
+                if s == id || spouse.spouse != Some(id) || spouse.gender == p.gender {
+                    return fail(
+                        i,
+                        format!("spouse {s} is not a mutual spouse of the other gender"),
+                    );
+                }
+            }
+            let mut friends = p.friends.clone();
+            friends.sort_unstable();
+            friends.dedup();
+            if friends.len() != p.friends.len() || friends.contains(&id) {
+                return fail(i, "friends repeat someone or include themselves".into());
+            }
+            if let Some(&f) = p
+                .friends
+                .iter()
+                .find(|&&f| !self.people[f as usize].friends.contains(&id))
+            {
+                return fail(i, format!("friend {f} does not list them as a friend"));
+            }
+        }
+        // No ancestry cycle: Kahn's algorithm over parent -> child edges.
+        let mut pending: Vec<usize> = self.people.iter().map(|p| p.parents.len()).collect();
+        let mut ready: Vec<usize> = (0..n).filter(|&i| pending[i] == 0).collect();
+        let mut seen = 0;
+        while let Some(i) = ready.pop() {
+            seen += 1;
+            for &c in &self.people[i].children {
+                let left = &mut pending[c as usize];
+                *left = left.saturating_sub(1);
+                if *left == 0 {
+                    ready.push(c as usize);
+                }
+            }
+        }
+        if seen < n {
+            let i = (0..n).find(|&i| pending[i] > 0).unwrap_or(0);
+            return fail(i, "is their own ancestor (a cycle of parents)".into());
+        }
+        Ok(())
+    }
+
     /// Generates the universe for `config` (validated first).
     pub fn generate(config: &UniverseConfig) -> crate::Result<Universe> {
         config.validate()?;

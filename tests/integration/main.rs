@@ -1,6 +1,7 @@
 //! One integration-test binary (links scryer and wgpu once); one module per concept.
 
 mod cli;
+mod dataset_load;
 mod engine;
 mod grpo;
 mod phantomwiki;

@@ -200,6 +200,22 @@ fn index_file_round_trip_and_rejections() {
     bad[30] ^= 0x55; // inside the JSON header
     std::fs::write(&path, &bad).unwrap();
     assert!(SearchIndex::load(&path).is_err());
+    // Any flipped byte (header, documents, vectors or the checksum itself) is a clear error,
+    // never a silently different search result: 64 positions spread over the file.
+    for i in 0..64usize {
+        let at = (i * 7919 + 13) % bytes.len();
+        let mut bad = bytes.clone();
+        bad[at] ^= 1 << (i % 8);
+        std::fs::write(&path, &bad).unwrap();
+        let err = SearchIndex::load(&path).unwrap_err().to_string();
+        assert!(!err.is_empty(), "flip at byte {at}");
+    }
+    let mut bad = bytes.clone();
+    let vectors_at = bytes.len() - 40; // inside the last vector block
+    bad[vectors_at] ^= 0x01;
+    std::fs::write(&path, &bad).unwrap();
+    let err = SearchIndex::load(&path).unwrap_err().to_string();
+    assert!(err.contains("checksum mismatch"), "{err}");
     assert!(SearchIndex::load(&dir.path().join("missing")).is_err());
 }
 
