@@ -29,10 +29,25 @@ rg_score(P, Is, L, F, Rs) :-
 rg_all(_, [], _, []).
 rg_all(P, [I|Is], F, [R|Rs]) :-
     (   catch(call(P, I, F, S), E, true)
-    ->  ( nonvar(E) -> R = error(E) ; R = passed(S) )
+    ->  ( nonvar(E) -> rg_error(E, R) ; rg_passed(S, R) )
     ;   R = failed
     ),
     rg_all(P, Is, F, Rs).
+
+%% rg_passed(+Step, -Result): passed(Step) for an integer or unbound step; anything else is an
+%% error, so no large term ever crosses into Rust.
+rg_passed(S, passed(S)) :- var(S), !.
+rg_passed(S, passed(S)) :- integer(S), !.
+rg_passed(_, error(type_error(integer, step))).
+
+%% rg_error(+Exception, -Result): a small error term: the formal error's name and, when atomic,
+%% its first argument (never the culprit, which may be huge).
+rg_error(error(Formal, _), error(Short)) :- !, rg_short(Formal, Short).
+rg_error(E, error(Short)) :- rg_short(E, Short).
+rg_short(F, F) :- atomic(F), !.
+rg_short(F, S) :- compound(F), functor(F, N, _), arg(1, F, A), atomic(A), !, S =.. [N, A].
+rg_short(F, N) :- compound(F), !, functor(F, N, _).
+rg_short(_, unknown).
 
 %% rg_score_each(+Pred, +Indices, +Limit, +Facts, -Results): like rg_score/5 with a budget of
 %% Limit per item; a result is limit for an item that ran out.
@@ -43,9 +58,9 @@ rg_score_each(P, [I|Is], L, F, [R|Rs]) :-
 
 rg_item(P, I, L, F, R) :-
     (   catch(call_with_inference_limit(call(P, I, F, S), L, D), E, true)
-    ->  (   nonvar(E) -> R = error(E)
+    ->  (   nonvar(E) -> rg_error(E, R)
         ;   D == inference_limit_exceeded -> R = limit
-        ;   R = passed(S)
+        ;   rg_passed(S, R)
         )
     ;   R = failed
     ).
@@ -94,7 +109,71 @@ rg_text_contains(T, Sub) :- rg_text(T, TC), rg_text(Sub, SC), rg_sub(TC, SC), !.
 rg_text_contains_ci(T, Sub) :-
     rg_text(T, TC0), rg_text(Sub, SC0), rg_lower(TC0, TC), rg_lower(SC0, SC), rg_sub(TC, SC), !.
 %% len(+List, -N): length of a proper list (never generates lists).
-rg_len(L, N) :- is_list(L), length(L, N).
+rg_len(L, N) :- rg_is_list(L), length(L, N).
+
+%% Bounded resources. Rule bodies cannot recurse, so what can grow without inferences is
+%% arithmetic (big integers) and findall's copies; both are charged here.
+
+%% rg_findall(+Template, +Goal, -List): findall/3 that walks each solution before it is copied,
+%% one inference per cell, so the inference budget bounds what findall copies (and a cyclic
+%% solution runs into the budget instead of being copied).
+rg_findall(T, G, L) :- findall(T, (G, rg_charge(T)), L).
+rg_charge(T) :- rg_walk([T]).
+rg_walk([]).
+rg_walk([T|Ts]) :-
+    (   compound(T) -> T =.. [_|As], append(As, Ts, Ts1) ; Ts1 = Ts ),
+    rg_walk(Ts1).
+
+%% Arithmetic: every operand is checked when the goal runs (a variable may hold any
+%% expression): integers within +-10^18 and + - * // mod min max abs only, nested at most 48
+%% deep; results are checked too, so repeated squaring stops at the bound.
+rg_arith(E) :- rg_arith(E, 0).
+rg_arith(E, _) :- var(E), !, throw(error(instantiation_error, rg_arith/1)).
+rg_arith(E, _) :-
+    integer(E), !,
+    (   E =< 1000000000000000000, E >= -1000000000000000000 -> true
+    ;   throw(error(evaluation_error(integer_bound), rg_arith/1))
+    ).
+rg_arith(E, D) :-
+    compound(E), D < 48, functor(E, Op, Ar), rg_arith_op(Op, Ar), !,
+    D1 is D + 1,
+    E =.. [_|As],
+    rg_arith_args(As, D1).
+rg_arith(E, _) :-
+    (   compound(E) -> functor(E, Op, Ar), Culprit = Op/Ar ; Culprit = E ),
+    throw(error(type_error(rubric_arithmetic, Culprit), rg_arith/1)).
+rg_arith_args([], _).
+rg_arith_args([A|As], D) :- rg_arith(A, D), rg_arith_args(As, D).
+rg_arith_op(+, 2).
+rg_arith_op(-, 2).
+rg_arith_op(*, 2).
+rg_arith_op(//, 2).
+rg_arith_op(mod, 2).
+rg_arith_op(min, 2).
+rg_arith_op(max, 2).
+rg_arith_op(-, 1).
+rg_arith_op(abs, 1).
+rg_is(X, E) :- rg_arith(E), X0 is E, rg_arith(X0), X = X0.
+rg_arith_eq(A, B) :- rg_arith(A), rg_arith(B), A =:= B.
+rg_arith_ne(A, B) :- rg_arith(A), rg_arith(B), A =\= B.
+rg_arith_lt(A, B) :- rg_arith(A), rg_arith(B), A < B.
+rg_arith_gt(A, B) :- rg_arith(A), rg_arith(B), A > B.
+rg_arith_le(A, B) :- rg_arith(A), rg_arith(B), A =< B.
+rg_arith_ge(A, B) :- rg_arith(A), rg_arith(B), A >= B.
+
+%% List predicates missing from scryer's libraries or evaluating their elements.
+rg_is_list(L) :- nonvar(L), ( L == [] -> true ; L = [_|T], rg_is_list(T) ).
+rg_last([X|Xs], Last) :- rg_last_(Xs, X, Last).
+rg_last_([], Last, Last).
+rg_last_([X|Xs], _, Last) :- rg_last_(Xs, X, Last).
+rg_msort(L, S) :- rg_is_list(L), rg_keyed(L, Ps), keysort(Ps, Sorted), rg_keyed(S, Sorted).
+rg_keyed([], []).
+rg_keyed([X|Xs], [X-x|Ps]) :- rg_keyed(Xs, Ps).
+rg_sum_list(L, S) :- rg_fold(L, +, 0, S).
+rg_max_list([X|Xs], M) :- rg_fold(Xs, max, X, M).
+rg_min_list([X|Xs], M) :- rg_fold(Xs, min, X, M).
+rg_fold([], _, A, A).
+rg_fold([X|Xs], Op, A0, A) :- E =.. [Op, A0, X], rg_is(A1, E), rg_fold(Xs, Op, A1, A).
 
 rg_text(T, Cs) :- atom(T), !, atom_chars(T, Cs).
 rg_text(T, T).

@@ -427,3 +427,85 @@ fn rule_less_items_are_judged_strictly() {
         "an unparseable verdict is an error, never a reward"
     );
 }
+
+/// The sub-goal `task_with_rule` replaces.
+const SUBGOAL: &str = "searched_oslo";
+
+/// Scores `rule` as the first sub-goal of the trip task on the good trajectory.
+fn score_rule(rule: &str) -> Result<rulegym::tooluse::rubric::RubricResult, RubricError> {
+    let task = task_with_rule(rule);
+    let program = RubricProgram::compile(&task)?;
+    scorer().score(&task, &program, &good_trajectory(), None)
+}
+
+#[test]
+fn every_whitelisted_predicate_works() {
+    // One rule per built-in and helper of the whitelist, each true on the good trajectory.
+    for rule in [
+        "X = a, X == a, a \\= b, a \\== b",
+        "a @< b, b @> a, a @=< a, b @>= a, compare(O, 1, 2), O == (<)",
+        "X is 2 + 3 * 4 - 10 // 3 mod 2, X =:= 13, X =\\= 0, X < 14, X > 12, X =< 13, X >= 13",
+        "X is max(2, 3) + min(2, 3) + abs(-1), X =:= 6",
+        "var(_), nonvar(a), atom(a), number(1), integer(1), atomic(a), compound(f(x))",
+        "is_list([1, 2]), ground(f(a))",
+        "member(2, [1, 2]), memberchk(2, [1, 2]), append([1], [2], [1, 2])",
+        "nth0(0, [a, b], a), nth1(2, [a, b], b), last([a, b], b)",
+        "msort([b, a, b], [a, b, b]), sort([b, a, b], [a, b]), reverse([a, b], [b, a])",
+        "sum_list([1, 2], 3), max_list([1, 3, 2], 3), min_list([2, 1], 1)",
+        "list_to_set([a, b, a], [a, b]), between(1, 3, 2)",
+        "true, \\+ fail, \\+ false",
+        "len([a, b], 2), count(member(_, [a, b]), 2)",
+        "findall(X, member(X, [1, 2]), [1, 2]), forall(member(X, [1, 2]), X > 0)",
+        "once(member(X, [1, 2])), X == 1, (fail ; true), (true -> true ; fail)",
+        "json_get(obj(\"a\", 1), a, 1), json_pairs(obj(\"a\", 1), P), P == [\"a\"-1]",
+        "text_contains(\"Hello\", \"ell\"), text_contains_ci(\"Hello\", \"HEL\")",
+        "called(book_flight), called(book_flight, A), first_call(book_flight, S), call_count(book_flight, 1)",
+        "revealed(date), revealed_before(date, 5)",
+    ] {
+        let r = score_rule(rule).unwrap_or_else(|e| panic!("{rule}: {e}"));
+        let item = r.items.iter().find(|i| i.id == SUBGOAL).unwrap();
+        assert_eq!(item.status, ItemStatus::Passed, "{rule}: {r:#?}");
+    }
+}
+
+#[test]
+fn hostile_bodies_stay_within_time_memory_and_stack() {
+    // Each was accepted by the checker and used to abort the process, run for tens of seconds
+    // or take gigabytes; now each is an error (or a plain result) within the inference budget.
+    let started = std::time::Instant::now();
+    for rule in [
+        "findall(X, between(1, 100000, X), L), append(L, foo, Step)",
+        "findall(X, between(1, 300000, X), Step)",
+        "E = '^'(7, 100000000), X is E",
+        "E = '**'(2, 100000), X is E",
+        "X0 = 3, X1 is X0*X0, X2 is X1*X1, X3 is X2*X2, X4 is X3*X3, X5 is X4*X4, X6 is X5*X5, \
+         X7 is X6*X6, X8 is X7*X7, X9 is X8*X8, X10 is X9*X9, X11 is X10*X10, X12 is X11*X11",
+        "findall(X, between(1, 30000, X), L), findall(L, member(_, L), Ls)",
+        "findall(X, between(1, 2000, X), L), findall(L, member(_, L), Ls), findall(Ls, member(_, Ls), M)",
+        "X = f(X), findall(X, member(_, [1, 2]), L)",
+        "X = f(X), Y = f(Y), X == Y, X @< a, compare(O, X, Y), fail",
+        "X = [a|X], is_list(X)",
+        "X = [a|X], msort([X, X], L), sort([X, X], M), fail",
+        "X = f(X), Y = g(X), Y = Z, Z \\= a, fail",
+        "findall(X, between(1, 100000, X), L), msort(L, S), sort(S, T), reverse(T, Step)",
+    ] {
+        let one = std::time::Instant::now();
+        match score_rule(rule) {
+            Ok(r) => {
+                let item = r.items.iter().find(|i| i.id == SUBGOAL).unwrap();
+                assert_ne!(item.status, ItemStatus::Passed, "{rule}: {r:#?}");
+            }
+            Err(e) => assert!(
+                matches!(
+                    e,
+                    RubricError::InferenceLimit { .. } | RubricError::ItemError { .. }
+                ),
+                "{rule}: {e}"
+            ),
+        }
+        assert!(one.elapsed().as_secs() < 10, "{rule}: {:?}", one.elapsed());
+    }
+    // The engine is still usable afterwards.
+    assert_eq!(score(&trip_task(), &good_trajectory()).reward, 1.0);
+    assert!(started.elapsed().as_secs() < 60, "{:?}", started.elapsed());
+}

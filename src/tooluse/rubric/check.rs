@@ -281,7 +281,9 @@ impl Checker {
                 let template = self.data(&args[0], depth + 1)?;
                 let g = meta(self, &args[1])?;
                 let list = self.data(&args[2], depth + 1)?;
-                return Ok(Term::compound("findall", [template, g, list]));
+                // Every solution is charged its size before it is copied (rg_findall/3), so the
+                // inference budget bounds the memory findall can build, not just its steps.
+                return Ok(Term::compound("rg_findall", [template, g, list]));
             }
             ("count", 2) => {
                 let g = meta(self, &args[0])?;
@@ -339,6 +341,12 @@ impl Checker {
             if arity == 0 {
                 return Ok(Term::atom(name));
             }
+            // Arithmetic, and the list predicates scryer lacks or that evaluate their
+            // elements, run as the bounded versions in prolog/rubric.pl.
+            let name = match guarded(name) {
+                Some(guarded) => guarded,
+                None => name,
+            };
             return Ok(Term::compound(name, data_args(self)?));
         }
         Err(format!(
@@ -390,6 +398,29 @@ impl Checker {
             }
         })
     }
+}
+
+/// The bounded version in `prolog/rubric.pl` of a whitelisted built-in, where there is one:
+/// arithmetic checks every operand at run time (a variable may be bound to any expression) and
+/// bounds every integer and result; `is_list`, `last`, `msort`, `max_list` and `min_list` are
+/// not in scryer's libraries; `sum_list`, `max_list` and `min_list` evaluate their elements.
+fn guarded(name: &str) -> Option<&'static str> {
+    Some(match name {
+        "is" => "rg_is",
+        "=:=" => "rg_arith_eq",
+        "=\\=" => "rg_arith_ne",
+        "<" => "rg_arith_lt",
+        ">" => "rg_arith_gt",
+        "=<" => "rg_arith_le",
+        ">=" => "rg_arith_ge",
+        "is_list" => "rg_is_list",
+        "last" => "rg_last",
+        "msort" => "rg_msort",
+        "sum_list" => "rg_sum_list",
+        "max_list" => "rg_max_list",
+        "min_list" => "rg_min_list",
+        _ => return None,
+    })
 }
 
 fn list_names(items: impl Iterator<Item = (&'static str, usize)>) -> String {
