@@ -1,6 +1,18 @@
 //! Answer rewards: set F1, exact match, precision and recall between a comma-separated prediction
 //! and a gold answer set, after SQuAD normalisation of each item; HotpotQA's yes/no guard;
 //! PhantomWiki's own scorer as a mode; extraction of the last `<answer>` from the model's turns.
+//!
+//! The item rule ([`score`]):
+//! - The prediction is split on commas into pieces. A gold item that itself contains a comma
+//!   ("Washington, D.C.") matches as a whole: a run of consecutive pieces whose comma-joined
+//!   text normalises to such a gold item is one predicted item (longest run first, left to
+//!   right, at most as many pieces as that gold item has).
+//! - Each item is compared by its key: its normalisation ([`normalize_squad`] or PhantomWiki's
+//!   trim and lower-case); an item whose normalisation is empty ("The The", "a") is keyed by its
+//!   lower-cased, whitespace-collapsed text instead, so such a gold still scores against the same
+//!   prediction; an item that is empty even then (only spaces) is dropped.
+//! - Predicted and gold keys are sets; F1, precision and recall compare them, EM is set
+//!   equality. An empty side scores 0.
 
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeSet;
@@ -61,22 +73,67 @@ fn normalize(item: &str, mode: ScoreMode) -> String {
     }
 }
 
-/// The normalised, distinct, non-empty items of a comma-separated answer.
+/// The key an item is compared by: its normalisation, or, when that is empty, its lower-cased
+/// text with whitespace collapsed; `None` for an item that is empty even then.
+pub fn item_key(item: &str, mode: ScoreMode) -> Option<String> {
+    let normal = normalize(item, mode);
+    if !normal.is_empty() {
+        return Some(normal);
+    }
+    let plain = item
+        .split_whitespace()
+        .collect::<Vec<_>>()
+        .join(" ")
+        .to_lowercase();
+    (!plain.is_empty()).then_some(plain)
+}
+
+/// The distinct item keys of a comma-separated answer (no gold is consulted: every piece
+/// between commas is an item).
 pub fn answer_set(text: &str, mode: ScoreMode) -> BTreeSet<String> {
     text.split(',')
-        .map(|item| normalize(item, mode))
-        .filter(|item| !item.is_empty())
+        .filter_map(|item| item_key(item, mode))
         .collect()
 }
 
-/// Scores a comma-separated `prediction` against the gold items.
-pub fn score(prediction: &str, gold: &[String], mode: ScoreMode) -> AnswerScore {
-    let predicted = answer_set(prediction, mode);
-    let gold: BTreeSet<String> = gold
+/// The predicted item keys, a run of pieces that spells a gold item containing commas taken as
+/// that one item (see the module docs).
+fn predicted_set(text: &str, gold: &[String], mode: ScoreMode) -> BTreeSet<String> {
+    let comma_golds: BTreeSet<String> = gold
         .iter()
-        .map(|g| normalize(g, mode))
-        .filter(|g| !g.is_empty())
+        .filter(|g| g.contains(','))
+        .filter_map(|g| item_key(g, mode))
         .collect();
+    let longest = gold
+        .iter()
+        .filter(|g| g.contains(','))
+        .map(|g| g.matches(',').count() + 1)
+        .max()
+        .unwrap_or(1);
+    let pieces: Vec<&str> = text.split(',').collect();
+    let mut out = BTreeSet::new();
+    let mut i = 0;
+    while i < pieces.len() {
+        let mut taken = 1;
+        for j in (i + 2..=pieces.len().min(i + longest)).rev() {
+            if item_key(&pieces[i..j].join(","), mode).is_some_and(|k| comma_golds.contains(&k)) {
+                taken = j - i;
+                break;
+            }
+        }
+        if let Some(key) = item_key(&pieces[i..i + taken].join(","), mode) {
+            out.insert(key);
+        }
+        i += taken;
+    }
+    out
+}
+
+/// Scores a comma-separated `prediction` against the gold items (the rule is in the module
+/// docs).
+pub fn score(prediction: &str, gold: &[String], mode: ScoreMode) -> AnswerScore {
+    let predicted = predicted_set(prediction, gold, mode);
+    let gold: BTreeSet<String> = gold.iter().filter_map(|g| item_key(g, mode)).collect();
     if predicted.is_empty() || gold.is_empty() {
         return AnswerScore::ZERO;
     }
@@ -147,6 +204,51 @@ mod tests {
         // HotpotQA's guard.
         assert_eq!(score("yes, Ann Lee", &g, ScoreMode::Squad).f1, 0.0);
         assert_eq!(score("yes", &gold(&["yes"]), ScoreMode::Squad).f1, 1.0);
+    }
+
+    #[test]
+    fn gold_items_with_commas_match_whole() {
+        let dc = gold(&["Washington, D.C."]);
+        assert_eq!(score("Washington, D.C.", &dc, ScoreMode::Squad).f1, 1.0);
+        assert_eq!(score("washington dc", &dc, ScoreMode::Squad).f1, 1.0);
+        assert_eq!(
+            score("Washington, D.C.", &dc, ScoreMode::Phantomwiki).em,
+            1.0
+        );
+        // Two gold items, one with a comma, in any order.
+        let two = gold(&["Washington, D.C.", "New York"]);
+        assert_eq!(
+            score("New York, Washington, D.C.", &two, ScoreMode::Squad).em,
+            1.0
+        );
+        assert_eq!(
+            score("Washington, D.C., New York", &two, ScoreMode::Squad).em,
+            1.0
+        );
+        // Half of it is not the item: the pieces stay separate items.
+        let s = score("Washington, Boston", &dc, ScoreMode::Squad);
+        assert_eq!(s.f1, 0.0);
+        // HotpotQA-style multi-part answers without commas are unchanged.
+        let g = gold(&["Ann Lee", "Bob Stone"]);
+        assert_eq!(score("Bob Stone, Ann Lee", &g, ScoreMode::Squad).em, 1.0);
+        // A hostile prediction with many commas stays linear in the number of pieces.
+        let long = ",".repeat(200_000);
+        assert_eq!(score(&long, &two, ScoreMode::Squad).f1, 0.0);
+    }
+
+    #[test]
+    fn golds_that_normalise_to_empty_still_score() {
+        // SQuAD normalisation drops articles: "The The" (a band) normalises to "".
+        let band = gold(&["The The"]);
+        assert_eq!(score("The The", &band, ScoreMode::Squad).f1, 1.0);
+        assert_eq!(score("the  the", &band, ScoreMode::Squad).f1, 1.0);
+        assert_eq!(score("The", &band, ScoreMode::Squad).f1, 0.0);
+        assert_eq!(score("A", &gold(&["a"]), ScoreMode::Squad).em, 1.0);
+        // Items that are empty even then are dropped on both sides.
+        assert_eq!(score(" , ", &gold(&["  "]), ScoreMode::Squad).f1, 0.0);
+        // SQuAD's own cases are unchanged.
+        let squad = gold(&["the Denver Broncos"]);
+        assert_eq!(score("Denver Broncos", &squad, ScoreMode::Squad).f1, 1.0);
     }
 
     #[test]
