@@ -3,8 +3,17 @@
 //! `POST /retrieve` takes `{"queries": [...], "topk": k, "return_scores": bool}` (Search-R1) or
 //! `{"query": "..."}` (SkyRL) and answers `{"result": [[{"document": {"id", "contents"},
 //! "score"}]]}`, one list per query (items are bare documents without `return_scores`).
-//! `GET /health` reports the index. Malformed JSON, missing or empty queries, and a `topk` of 0
-//! or above the corpus size get a 400 with a message.
+//! `GET /health` reports the index. Like Search-R1's own server, an empty `queries` list answers
+//! `{"result": []}`, an empty query string gets an empty hit list, and a `topk` above the corpus
+//! size is clamped to it; malformed JSON, a missing `queries`/`query` or a `topk` of 0 get a 400
+//! with a message.
+//!
+//! Bounds (see [`ServerConfig`]): a request body over `max_body_bytes` or not received within
+//! `body_timeout` is refused (413 / 408); more than `max_hits_per_request` hits (queries x topk)
+//! or a response over `max_response_bytes` is a 413 before any search or serialisation; request
+//! headers must arrive within `header_timeout`; at most `max_connections` connections are served
+//! at once (one more is answered 503 and closed) and each lives at most `connection_lifetime`
+//! (then it is closed gracefully after its current request).
 //!
 //! Concurrent requests are batched: handlers hand their queries to one batcher thread, which
 //! takes everything pending (up to `max_batch` queries), encodes it and runs one flat search,
@@ -15,7 +24,7 @@ use super::RetrievalError;
 use super::index_file::SearchIndex;
 use super::topk::Hit;
 use axum::Router;
-use axum::body::Bytes;
+use axum::body::Body;
 use axum::extract::State;
 use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
@@ -23,9 +32,11 @@ use axum::routing::{get, post};
 use serde::Serialize;
 use std::sync::Arc;
 use std::sync::mpsc;
+use std::time::Duration;
+use tokio::io::AsyncWriteExt;
 use tokio::sync::oneshot;
 
-/// Server settings.
+/// Server settings and resource bounds.
 #[derive(Clone, Debug)]
 pub struct ServerConfig {
     /// `topk` when a request does not give one.
@@ -34,6 +45,20 @@ pub struct ServerConfig {
     pub max_batch: usize,
     /// Most queries accepted in one request.
     pub max_queries_per_request: usize,
+    /// Most hits (queries x topk) one request may ask for (413 beyond).
+    pub max_hits_per_request: usize,
+    /// Largest response body (413 beyond, decided before serialising).
+    pub max_response_bytes: usize,
+    /// Largest request body (413 beyond).
+    pub max_body_bytes: usize,
+    /// Time for a request's headers to arrive.
+    pub header_timeout: Duration,
+    /// Time for a request's body to arrive (408 beyond).
+    pub body_timeout: Duration,
+    /// Connections served at once; one more is answered 503 and closed.
+    pub max_connections: usize,
+    /// Longest life of one connection (closed gracefully after its current request).
+    pub connection_lifetime: Duration,
 }
 
 impl Default for ServerConfig {
@@ -42,16 +67,39 @@ impl Default for ServerConfig {
             default_topk: 3,
             max_batch: 256,
             max_queries_per_request: 4096,
+            max_hits_per_request: 65_536,
+            max_response_bytes: 64 << 20,
+            max_body_bytes: 4 << 20,
+            header_timeout: Duration::from_secs(10),
+            body_timeout: Duration::from_secs(30),
+            max_connections: 1024,
+            connection_lifetime: Duration::from_secs(300),
         }
     }
 }
 
 impl ServerConfig {
-    /// Checks that every limit is at least 1.
+    /// Checks that every limit is positive.
     pub fn validate(&self) -> Result<(), RetrievalError> {
-        if self.default_topk == 0 || self.max_batch == 0 || self.max_queries_per_request == 0 {
+        let counts = [
+            self.default_topk,
+            self.max_batch,
+            self.max_queries_per_request,
+            self.max_hits_per_request,
+            self.max_response_bytes,
+            self.max_body_bytes,
+            self.max_connections,
+        ];
+        let times = [
+            self.header_timeout,
+            self.body_timeout,
+            self.connection_lifetime,
+        ];
+        if counts.contains(&0) || times.iter().any(Duration::is_zero) {
             return Err(RetrievalError::Config(
-                "server topk, max_batch and max_queries_per_request must be at least 1".into(),
+                "server topk, batch, request, response, body and connection limits and timeouts \
+                 must all be positive"
+                    .into(),
             ));
         }
         Ok(())
@@ -143,15 +191,57 @@ pub async fn serve(
     index: Arc<SearchIndex>,
     cfg: ServerConfig,
 ) -> Result<(), RetrievalError> {
-    let app = router(index, cfg)?;
-    axum::serve(listener, app)
-        .await
-        .map_err(|e| RetrievalError::Io("serve".into(), e))
+    let app = router(index, cfg.clone())?;
+    let permits = Arc::new(tokio::sync::Semaphore::new(cfg.max_connections));
+    loop {
+        let stream = match listener.accept().await {
+            Ok((stream, _)) => stream,
+            Err(_) => {
+                // Out of file descriptors or a reset before accept: back off, keep serving.
+                tokio::time::sleep(Duration::from_millis(20)).await;
+                continue;
+            }
+        };
+        let Ok(permit) = permits.clone().try_acquire_owned() else {
+            tokio::spawn(refuse(stream));
+            continue;
+        };
+        let (app, cfg) = (app.clone(), cfg.clone());
+        tokio::spawn(async move {
+            let _permit = permit;
+            let service = hyper_util::service::TowerToHyperService::new(app);
+            let mut builder = hyper::server::conn::http1::Builder::new();
+            builder
+                .timer(hyper_util::rt::TokioTimer::new())
+                .header_read_timeout(cfg.header_timeout);
+            let conn = builder.serve_connection(hyper_util::rt::TokioIo::new(stream), service);
+            tokio::pin!(conn);
+            tokio::select! {
+                _ = conn.as_mut() => {}
+                _ = tokio::time::sleep(cfg.connection_lifetime) => {
+                    conn.as_mut().graceful_shutdown();
+                    let _ = tokio::time::timeout(cfg.body_timeout, conn).await;
+                }
+            }
+        });
+    }
+}
+
+/// Answers a connection beyond the limit with 503 and closes it (never waits on the client).
+async fn refuse(mut stream: tokio::net::TcpStream) {
+    const BUSY: &[u8] = b"HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\n\
+        Content-Length: 39\r\nRetry-After: 1\r\nConnection: close\r\n\r\n\
+        {\"error\":\"too many connections, retry\"}";
+    let _ = tokio::time::timeout(Duration::from_secs(1), stream.write_all(BUSY)).await;
 }
 
 fn bad_request(msg: impl Into<String>) -> Response {
+    error(StatusCode::BAD_REQUEST, msg)
+}
+
+fn error(status: StatusCode, msg: impl Into<String>) -> Response {
     let body = serde_json::json!({ "error": msg.into() });
-    (StatusCode::BAD_REQUEST, axum::Json(body)).into_response()
+    (status, axum::Json(body)).into_response()
 }
 
 async fn health(State(st): State<Arc<AppState>>) -> Response {
@@ -191,9 +281,6 @@ fn parse(body: &[u8], st: &AppState) -> Result<Request, String> {
             return Err("missing `queries` (array of strings) or `query` (string)".into());
         }
     };
-    if queries.is_empty() {
-        return Err("`queries` is empty".into());
-    }
     if queries.len() > st.cfg.max_queries_per_request {
         return Err(format!(
             "{} queries in one request; the limit is {}",
@@ -201,22 +288,19 @@ fn parse(body: &[u8], st: &AppState) -> Result<Request, String> {
             st.cfg.max_queries_per_request
         ));
     }
-    if let Some(i) = queries.iter().position(|q| q.trim().is_empty()) {
-        return Err(format!("query {i} is empty"));
-    }
     let n = st.index.len();
     let k = match obj.get("topk") {
-        None | Some(serde_json::Value::Null) => st.cfg.default_topk.min(n.max(1)),
+        None | Some(serde_json::Value::Null) => st.cfg.default_topk,
         Some(t) => {
             let k = t.as_u64().ok_or("`topk` must be a positive integer")?;
-            if k == 0 || k > n as u64 {
-                return Err(format!(
-                    "`topk` {k} must be between 1 and the corpus size {n}"
-                ));
+            if k == 0 {
+                return Err("`topk` must be at least 1".into());
             }
-            k as usize
+            usize::try_from(k).unwrap_or(usize::MAX)
         }
     };
+    // Like Search-R1's server: a topk above the corpus size returns the whole corpus.
+    let k = k.min(n.max(1));
     let scores = match obj.get("return_scores") {
         None | Some(serde_json::Value::Null) => false,
         Some(b) => b.as_bool().ok_or("`return_scores` must be a boolean")?,
@@ -235,31 +319,120 @@ struct Scored<'a> {
     score: f32,
 }
 
-async fn retrieve(State(st): State<Arc<AppState>>, body: Bytes) -> Response {
+async fn retrieve(
+    State(st): State<Arc<AppState>>,
+    headers: axum::http::HeaderMap,
+    body: Body,
+) -> Response {
+    let announced = headers
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<u64>().ok());
+    if announced.is_some_and(|n| n > st.cfg.max_body_bytes as u64) {
+        return error(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            format!("request body over {} bytes", st.cfg.max_body_bytes),
+        );
+    }
+    let read = axum::body::to_bytes(body, st.cfg.max_body_bytes);
+    let body = match tokio::time::timeout(st.cfg.body_timeout, read).await {
+        Ok(Ok(bytes)) => bytes,
+        Ok(Err(_)) => {
+            return error(
+                StatusCode::PAYLOAD_TOO_LARGE,
+                format!(
+                    "request body over {} bytes (or cut off)",
+                    st.cfg.max_body_bytes
+                ),
+            );
+        }
+        Err(_) => {
+            return error(
+                StatusCode::REQUEST_TIMEOUT,
+                format!("request body not received within {:?}", st.cfg.body_timeout),
+            );
+        }
+    };
     let req = match parse(&body, &st) {
         Ok(r) => r,
         Err(msg) => return bad_request(msg),
     };
+    let asked = req.queries.len().saturating_mul(req.k);
+    if asked > st.cfg.max_hits_per_request {
+        return error(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            format!(
+                "{} queries x topk {} = {asked} hits; the limit per request is {}",
+                req.queries.len(),
+                req.k,
+                st.cfg.max_hits_per_request
+            ),
+        );
+    }
     if st.index.is_empty() {
         return bad_request("the index holds no documents");
     }
-    let (tx, rx) = oneshot::channel();
-    let job = Job {
-        queries: req.queries,
-        k: req.k,
-        reply: tx,
-    };
-    if st.jobs.send(job).is_err() {
-        return (StatusCode::SERVICE_UNAVAILABLE, "search worker stopped").into_response();
-    }
-    let hits = match rx.await {
-        Ok(Ok(h)) => h,
-        Ok(Err(msg)) => return (StatusCode::INTERNAL_SERVER_ERROR, msg).into_response(),
-        Err(_) => {
+    // Empty queries (Search-R1 sends `<search> </search>` as "") get no hits; the rest are
+    // searched in one job.
+    let searched: Vec<String> = req
+        .queries
+        .iter()
+        .filter(|q| !q.trim().is_empty())
+        .cloned()
+        .collect();
+    let found = if searched.is_empty() {
+        Vec::new()
+    } else {
+        let (tx, rx) = oneshot::channel();
+        let job = Job {
+            queries: searched,
+            k: req.k,
+            reply: tx,
+        };
+        if st.jobs.send(job).is_err() {
             return (StatusCode::SERVICE_UNAVAILABLE, "search worker stopped").into_response();
         }
+        match rx.await {
+            Ok(Ok(h)) => h,
+            Ok(Err(msg)) => return (StatusCode::INTERNAL_SERVER_ERROR, msg).into_response(),
+            Err(_) => {
+                return (StatusCode::SERVICE_UNAVAILABLE, "search worker stopped").into_response();
+            }
+        }
     };
+    let mut found = found.into_iter();
+    let hits: Vec<Vec<Hit>> = req
+        .queries
+        .iter()
+        .map(|q| {
+            if q.trim().is_empty() {
+                Vec::new()
+            } else {
+                found.next().unwrap_or_default()
+            }
+        })
+        .collect();
     let docs = st.index.docs();
+    // The response size, bounded before anything is serialised (JSON escaping can at most
+    // double text; 96 bytes of structure per hit).
+    let estimate: usize = hits
+        .iter()
+        .flatten()
+        .map(|h| {
+            let d = &docs[h.index as usize];
+            96 + 2 * (d.id.len() + d.contents.len())
+        })
+        .sum();
+    if estimate > st.cfg.max_response_bytes {
+        return error(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            format!(
+                "the response would be about {estimate} bytes; the limit is {} (ask fewer \
+                 queries or a smaller topk)",
+                st.cfg.max_response_bytes
+            ),
+        );
+    }
     let body = if req.scores {
         let result: Vec<Vec<Scored>> = hits
             .iter()

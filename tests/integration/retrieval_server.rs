@@ -1,4 +1,5 @@
-//! Retrieval server on loopback: both request shapes, malformed requests, concurrency.
+//! Retrieval server on loopback: both request shapes, Search-R1 parity, malformed requests,
+//! concurrency, and its bounds under valid, malformed, oversized and slow clients at once.
 #![cfg(feature = "server")]
 
 use rulegym::retrieval::server::ServerConfig;
@@ -101,13 +102,29 @@ fn server_answers_both_shapes_rejects_malformed_and_survives_concurrent_load() {
                             check_result(&index, &[q2], 3, false, &b);
                             ok += 1;
                         }
+                        3 => {
+                            // Search-R1 parity: an empty batch, an empty query, a topk above
+                            // the corpus size.
+                            let (st, b) = http(addr, "POST", "/retrieve", "{\"queries\": []}");
+                            assert_eq!((st, b.as_str()), (200, "{\"result\":[]}"));
+                            let body = serde_json::json!({"queries": [q, ""]});
+                            let (st, b) = http(addr, "POST", "/retrieve", &body.to_string());
+                            assert_eq!(st, 200, "{b}");
+                            let v: Value = serde_json::from_str(&b).unwrap();
+                            assert_eq!(v["result"][0].as_array().unwrap().len(), 3);
+                            assert!(v["result"][1].as_array().unwrap().is_empty());
+                            let body = serde_json::json!({"query": q, "topk": n + 1});
+                            let (st, b) = http(addr, "POST", "/retrieve", &body.to_string());
+                            assert_eq!(st, 200, "{b}");
+                            check_result(&index, &[q], n, false, &b);
+                            ok += 1;
+                        }
                         bad => {
                             let body = match bad {
-                                3 => "{\"queries\": [".to_string(),
-                                4 => "{\"queries\": []}".to_string(),
+                                4 => "{\"queries\": [".to_string(),
                                 5 => serde_json::json!({"query": q, "topk": 0}).to_string(),
-                                6 => serde_json::json!({"query": q, "topk": n + 1}).to_string(),
-                                7 => serde_json::json!({"queries": [q, ""]}).to_string(),
+                                6 => "{}".to_string(),
+                                7 => serde_json::json!({"queries": [q, 3]}).to_string(),
                                 _ => serde_json::json!({"queries": "not a list", "topk": -1}).to_string(),
                             };
                             let (st, b) = http(addr, "POST", "/retrieve", &body);
@@ -132,4 +149,126 @@ fn server_answers_both_shapes_rejects_malformed_and_survives_concurrent_load() {
     eprintln!("server load test: {ok} answered correctly, {rejected} rejected with 400, 0 dropped");
     let (st, _) = http(addr, "GET", "/health", "");
     assert_eq!(st, 200, "server still alive");
+}
+
+/// Sends raw bytes and returns the status line's code (0 when the server closed without one).
+fn raw(addr: SocketAddr, bytes: &[u8]) -> u16 {
+    let mut s = TcpStream::connect(addr).unwrap();
+    s.set_read_timeout(Some(std::time::Duration::from_secs(10)))
+        .unwrap();
+    s.write_all(bytes).unwrap();
+    let mut resp = String::new();
+    let _ = s.read_to_string(&mut resp);
+    resp.split(' ')
+        .nth(1)
+        .and_then(|c| c.parse().ok())
+        .unwrap_or(0)
+}
+
+#[test]
+fn bounds_hold_under_valid_malformed_oversized_and_slow_clients() {
+    use std::time::{Duration, Instant};
+    let (docs, named) = synthetic::corpus(1036, 5);
+    let index =
+        Arc::new(SearchIndex::build(docs, &"builtin".parse().unwrap(), IndexKind::Flat).unwrap());
+    let cfg = ServerConfig {
+        max_connections: 400,
+        header_timeout: Duration::from_millis(800),
+        body_timeout: Duration::from_millis(800),
+        max_body_bytes: 1 << 20,
+        ..ServerConfig::default()
+    };
+    let addr = start(index.clone(), cfg);
+
+    // 300 slow clients: half send part of the headers and stall, half send headers and part of
+    // a body and stall. They hold connections, never the server.
+    let slow: Vec<TcpStream> = (0..300)
+        .map(|i| {
+            let mut s = TcpStream::connect(addr).unwrap();
+            if i % 2 == 0 {
+                s.write_all(b"POST /retrieve HTTP/1.1\r\nHost: x\r\n")
+                    .unwrap();
+            } else {
+                s.write_all(
+                    b"POST /retrieve HTTP/1.1\r\nHost: x\r\nContent-Length: 1000\r\n\r\n{\"que",
+                )
+                .unwrap();
+            }
+            s
+        })
+        .collect();
+    // Malformed and oversized clients in parallel.
+    let noisy = std::thread::spawn(move || {
+        let mut codes = Vec::new();
+        let huge = serde_json::json!({"queries": vec!["who is the mother"; 4096], "topk": 1036});
+        for i in 0..40 {
+            let (st, _) = match i % 4 {
+                0 => http(addr, "POST", "/retrieve", &huge.to_string()),
+                1 => http(addr, "POST", "/retrieve", "{\"queries\": [1, 2"),
+                // A body announced over the limit is refused before it is read.
+                2 => (
+                    raw(
+                        addr,
+                        b"POST /retrieve HTTP/1.1\r\nHost: x\r\nContent-Length: 2097152\r\n\r\n{\"q",
+                    ),
+                    String::new(),
+                ),
+                _ => http(addr, "POST", "/nowhere", "{}"),
+            };
+            codes.push(st);
+        }
+        codes
+    });
+    // The valid client: sequential requests, each timed.
+    let mut latencies = Vec::new();
+    for i in 0..300 {
+        let body = serde_json::json!({"queries": [&named[i % named.len()].query], "topk": 3});
+        let t = Instant::now();
+        let (st, b) = http(addr, "POST", "/retrieve", &body.to_string());
+        latencies.push(t.elapsed());
+        assert_eq!(st, 200, "{b}");
+    }
+    latencies.sort();
+    let p99 = latencies[latencies.len() * 99 / 100];
+    let p50 = latencies[latencies.len() / 2];
+    eprintln!("valid requests beside 300 slow and 40 hostile clients: p50 {p50:?}, p99 {p99:?}");
+    assert!(p99 < Duration::from_millis(50), "p99 {p99:?}");
+    let codes = noisy.join().unwrap();
+    for (i, code) in codes.iter().enumerate() {
+        let expected = [413, 400, 413, 404][i % 4];
+        assert_eq!(*code, expected, "hostile request {i}");
+    }
+    // The slow clients were cut off by the header or body timeout (408 for a stalled body).
+    std::thread::sleep(Duration::from_millis(1500));
+    let mut closed = 0;
+    for mut s in slow {
+        s.set_read_timeout(Some(Duration::from_secs(2))).unwrap();
+        let mut buf = Vec::new();
+        if s.read_to_end(&mut buf).is_ok() {
+            closed += 1;
+        }
+    }
+    assert_eq!(
+        closed, 300,
+        "every slow connection was closed by the server"
+    );
+
+    // Beyond the connection limit, a connection is answered 503 at once and closed.
+    let cfg = ServerConfig {
+        max_connections: 4,
+        ..ServerConfig::default()
+    };
+    let small = start(index, cfg);
+    let held: Vec<TcpStream> = (0..4)
+        .map(|_| {
+            let mut s = TcpStream::connect(small).unwrap();
+            s.write_all(b"GET /health HTTP/1.1\r\nHost: x\r\n").unwrap();
+            s
+        })
+        .collect();
+    std::thread::sleep(Duration::from_millis(200));
+    let t = Instant::now();
+    assert_eq!(raw(small, b"GET /health HTTP/1.1\r\nHost: x\r\n\r\n"), 503);
+    assert!(t.elapsed() < Duration::from_secs(2));
+    drop(held);
 }
