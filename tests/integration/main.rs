@@ -3,6 +3,7 @@
 mod cli;
 mod dataset_load;
 mod engine;
+mod fuzz;
 mod grpo;
 mod phantomwiki;
 mod questions;
