@@ -143,12 +143,12 @@ fn exchange(_: &Path, _: &Path) -> std::io::Result<bool> {
     Ok(false)
 }
 
-/// Writes one file atomically (temporary sibling, fsync, rename); creates missing parents and
-/// cleans temporary files that killed writers left (see [`clean_leftovers`]).
+/// Writes one file atomically (temporary sibling, fsync, rename); creates missing parents. (Unlike
+/// [`write_dir_atomic`] it does not list the folder for leftovers: it runs once per mapping entry
+/// or stage record, in folders of thousands of files.)
 pub fn write_file_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
     let parent = parent_of(path);
     fs::create_dir_all(&parent).map_err(io_error(format!("creating {}", parent.display())))?;
-    clean_leftovers(path)?;
     let tmp = parent.join(format!(".{}.tmp-{}", name_of(path)?, std::process::id()));
     let result = (|| {
         let mut file =
