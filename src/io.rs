@@ -143,6 +143,15 @@ fn exchange(_: &Path, _: &Path) -> std::io::Result<bool> {
     Ok(false)
 }
 
+/// Creates `path` with `bytes` and flushes it to disk.
+fn write_synced(path: &Path, bytes: &[u8]) -> Result<()> {
+    let mut file =
+        fs::File::create(path).map_err(io_error(format!("creating {}", path.display())))?;
+    file.write_all(bytes)
+        .and_then(|()| file.sync_all())
+        .map_err(io_error(format!("writing {}", path.display())))
+}
+
 /// Writes one file atomically (temporary sibling, fsync, rename); creates missing parents. (Unlike
 /// [`write_dir_atomic`] it does not list the folder for leftovers: it runs once per mapping entry
 /// or stage record, in folders of thousands of files.)
@@ -151,11 +160,7 @@ pub fn write_file_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
     fs::create_dir_all(&parent).map_err(io_error(format!("creating {}", parent.display())))?;
     let tmp = parent.join(format!(".{}.tmp-{}", name_of(path)?, std::process::id()));
     let result = (|| {
-        let mut file =
-            fs::File::create(&tmp).map_err(io_error(format!("creating {}", tmp.display())))?;
-        file.write_all(bytes)
-            .and_then(|()| file.sync_all())
-            .map_err(io_error(format!("writing {}", tmp.display())))?;
+        write_synced(&tmp, bytes)?;
         fs::rename(&tmp, path).map_err(io_error(format!("renaming into {}", path.display())))
     })();
     if result.is_err() {
@@ -195,12 +200,7 @@ pub fn write_dir_atomic(
     let result = (|| {
         fs::create_dir(&staging).map_err(io_error(format!("creating {}", staging.display())))?;
         for (name, bytes) in files {
-            let path = staging.join(name);
-            let mut file = fs::File::create(&path)
-                .map_err(io_error(format!("creating {}", path.display())))?;
-            file.write_all(bytes)
-                .and_then(|()| file.sync_all())
-                .map_err(io_error(format!("writing {}", path.display())))?;
+            write_synced(&staging.join(name), bytes)?;
         }
         sync_dir(&staging);
         let rename_into = |from: &Path| {

@@ -120,11 +120,7 @@ pub fn build_observed(
         questions.validate()?;
     }
     let (shard, shards) = config.shard;
-    if shards == 0 || shard >= shards {
-        return Err(Error::Config(format!(
-            "shard {shard} of {shards}: need 0 <= index < count"
-        )));
-    }
+    question::check_shard(shard, shards)?;
     // Verification and the consult (~25 us per clause) are the critical path, so two engines
     // (one per core) halve the verification even for small sets: at 1,036 people and 380
     // questions the second core is otherwise idle.

@@ -197,29 +197,7 @@ pub fn check_output(dir: &Path, force: bool) -> Result<()> {
 /// Reads a dataset directory written by `rulegym generate` back into a [`Universe`], checking
 /// every file against the manifest's SHA-256 first (a modified or truncated file is an error).
 pub fn load_universe(dir: &Path) -> Result<Universe> {
-    let read = |name: &str| {
-        let path = dir.join(name);
-        fs::read(&path).map_err(crate::io::io_error(format!("reading {}", path.display())))
-    };
-    let manifest: Manifest =
-        serde_json::from_slice(&read("manifest.json")?).map_err(|source| Error::Json {
-            context: format!("parsing {}", dir.join("manifest.json").display()),
-            source,
-        })?;
-    let people = read("people.jsonl")?;
-    let expected = manifest
-        .sha256
-        .get("people.jsonl")
-        .ok_or_else(|| Error::Dataset {
-            file: dir.join("manifest.json").display().to_string(),
-            message: "lists no people.jsonl".into(),
-        })?;
-    if &crate::io::sha256_hex(&people) != expected {
-        return Err(Error::Dataset {
-            file: dir.join("people.jsonl").display().to_string(),
-            message: "does not match the manifest's SHA-256".into(),
-        });
-    }
+    let (manifest, people) = read_checked(dir, "people.jsonl")?;
     let file = dir.join("people.jsonl").display().to_string();
     let mut records = Vec::new();
     let mut lines = Vec::new();
@@ -235,6 +213,12 @@ pub fn load_universe(dir: &Path) -> Result<Universe> {
 
 /// Reads `questions.jsonl` of a dataset directory, checked against the manifest's SHA-256.
 pub fn load_questions(dir: &Path) -> Result<Vec<crate::question::Question>> {
+    let (_, bytes) = read_checked(dir, "questions.jsonl")?;
+    crate::io::parse_jsonl(&bytes, &dir.join("questions.jsonl").display().to_string())
+}
+
+/// Reads the dataset's manifest and its file `name`, checked against the manifest's SHA-256.
+fn read_checked(dir: &Path, name: &str) -> Result<(Manifest, Vec<u8>)> {
     let manifest_path = dir.join("manifest.json");
     let manifest: Manifest =
         serde_json::from_slice(&crate::io::read(&manifest_path)?).map_err(|source| {
@@ -243,24 +227,19 @@ pub fn load_questions(dir: &Path) -> Result<Vec<crate::question::Question>> {
                 source,
             }
         })?;
-    let path = dir.join("questions.jsonl");
+    let path = dir.join(name);
     let bytes = crate::io::read(&path)?;
-    match manifest.sha256.get("questions.jsonl") {
-        Some(expected) if &crate::io::sha256_hex(&bytes) == expected => {}
-        Some(_) => {
-            return Err(Error::Dataset {
-                file: path.display().to_string(),
-                message: "does not match the manifest's SHA-256".into(),
-            });
-        }
-        None => {
-            return Err(Error::Dataset {
-                file: manifest_path.display().to_string(),
-                message: "lists no questions.jsonl".into(),
-            });
-        }
+    match manifest.sha256.get(name) {
+        Some(expected) if &crate::io::sha256_hex(&bytes) == expected => Ok((manifest, bytes)),
+        Some(_) => Err(Error::Dataset {
+            file: path.display().to_string(),
+            message: "does not match the manifest's SHA-256".into(),
+        }),
+        None => Err(Error::Dataset {
+            file: manifest_path.display().to_string(),
+            message: format!("lists no {name}"),
+        }),
     }
-    crate::io::parse_jsonl(&bytes, &path.display().to_string())
 }
 
 /// Rebuilds a universe from `people.jsonl` records (names resolved to ids), checking every

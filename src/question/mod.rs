@@ -251,6 +251,16 @@ pub fn generate(
     verify(std::slice::from_ref(engine), propose_all(universe, config)?)
 }
 
+/// Checks a shard choice: `index` of `count` shards, `0 <= index < count`.
+pub fn check_shard(index: usize, count: usize) -> crate::Result<()> {
+    if count == 0 || index >= count {
+        return Err(crate::Error::Config(format!(
+            "shard {index} of {count}: need 0 <= index < count"
+        )));
+    }
+    Ok(())
+}
+
 /// Sampled, not yet verified questions: the first phase of generation, which needs only the
 /// universe (so it can run while engines load the facts).
 pub struct Proposals {
@@ -270,11 +280,7 @@ impl Proposals {
     /// everything and verifies its own shard. The report's counts stay with shard 0, so
     /// summing the shards' reports gives the whole run's.
     pub fn into_shard(self, index: usize, count: usize) -> crate::Result<Proposals> {
-        if count == 0 || index >= count {
-            return Err(crate::Error::Config(format!(
-                "shard {index} of {count}: need 0 <= index < count"
-            )));
-        }
+        check_shard(index, count)?;
         let n = self.questions.len();
         let bounds = |i: usize| i * n / count;
         let questions = self

@@ -47,6 +47,13 @@ pub fn valid_iso_date(iso: &str) -> bool {
     (1..=days).contains(&d)
 }
 
+/// Whether `ids` names someone twice.
+fn repeats(ids: &[PersonId]) -> bool {
+    let mut sorted = ids.to_vec();
+    sorted.sort_unstable();
+    sorted.windows(2).any(|w| w[0] == w[1])
+}
+
 /// A broken invariant of a universe: the person (index) and what is wrong.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("person {person}: {message}")]
@@ -192,10 +199,7 @@ impl Universe {
                     return fail(i, format!("parent {q} does not list them as a child"));
                 }
             }
-            let mut children = p.children.clone();
-            children.sort_unstable();
-            children.dedup();
-            if children.len() != p.children.len() {
+            if repeats(&p.children) {
                 return fail(i, "children repeat someone".into());
             }
             for &c in &p.children {
@@ -212,10 +216,7 @@ impl Universe {
                     );
                 }
             }
-            let mut friends = p.friends.clone();
-            friends.sort_unstable();
-            friends.dedup();
-            if friends.len() != p.friends.len() || friends.contains(&id) {
+            if repeats(&p.friends) || p.friends.contains(&id) {
                 return fail(i, "friends repeat someone or include themselves".into());
             }
             if let Some(&f) = p
