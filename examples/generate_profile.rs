@@ -57,7 +57,7 @@ fn main() -> rulegym::Result<()> {
         ..QuestionConfig::default()
     };
     let t = Instant::now();
-    let (questions, _) = question::generate(&universe, &engine, &config)?;
+    let (questions, _) = question::generate(&universe, &engine, &config, None)?;
     println!(
         "sample + verify (1 engine): {:.3} s ({} questions)",
         t.elapsed().as_secs_f64(),

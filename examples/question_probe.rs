@@ -25,7 +25,7 @@ fn main() -> rulegym::Result<()> {
         ..Default::default()
     };
     let t = Instant::now();
-    let (qs, _) = question::generate(&universe, &engine, &config)?;
+    let (qs, _) = question::generate(&universe, &engine, &config, None)?;
     println!("generate {} questions {:?}", qs.len(), t.elapsed());
     let t = Instant::now();
     let mut times: Vec<(f64, String)> = qs

@@ -25,7 +25,7 @@ fn main() -> rulegym::Result<()> {
             ..Default::default()
         };
         // Phase 1 only: rejection counts come from sampling; verification never rejects.
-        let proposals = question::propose_all(&universe, &config)?;
+        let proposals = question::propose_all(&universe, &config, None)?;
         let mut by_hops: BTreeMap<usize, (u64, u64)> = BTreeMap::new();
         for q in proposals.questions() {
             let e = by_hops.entry(q.hops).or_default();

@@ -1,9 +1,11 @@
 //! `rulegym questions`: more question sets for an existing universe directory.
 
 use crate::Result;
+use crate::dataset::build::article_index;
 use crate::dataset::load_universe;
 use crate::engine::Engine;
-use crate::question::{self, AnchorStrategy, Family, QuestionConfig};
+use crate::env::oracle::Certifier;
+use crate::question::{self, AnchorStrategy, Family, QuestionConfig, Sampler, Solvability};
 use std::path::PathBuf;
 
 /// Question-generation flags, shared by `generate` and `questions`.
@@ -27,9 +29,22 @@ pub struct QuestionArgs {
     /// Longest chain of the hops* families.
     #[arg(long, default_value_t = 7)]
     max_hops: usize,
-    /// Anchor slot of bidirectional sampling: uniform, balanced or fixed:K.
-    #[arg(long, default_value = "balanced")]
+    /// Anchor slot of bidirectional sampling: uniform (the paper's), balanced or fixed:K.
+    #[arg(long, default_value = "uniform")]
     anchor: AnchorStrategy,
+    /// Step sampler of the hops* families: uniform (the paper's) or unambiguous.
+    #[arg(long, default_value = "uniform")]
+    sampler: Sampler,
+    /// Keep questions the search environment cannot answer (their certificate says so)
+    /// instead of rejecting them.
+    #[arg(long)]
+    keep_unsolvable: bool,
+    /// Passages per search under which questions must be solvable.
+    #[arg(long, default_value_t = Solvability::default().top_k)]
+    solvable_top_k: usize,
+    /// Turn cap (searches + answer) under which questions must be solvable.
+    #[arg(long, default_value_t = Solvability::default().max_turns)]
+    solvable_max_turns: usize,
     /// Cell-balance the hops* families.
     #[arg(long)]
     balance: bool,
@@ -50,6 +65,12 @@ impl QuestionArgs {
             exclude_aggregation: self.exclude_aggregation,
             max_hops: self.max_hops,
             anchor: self.anchor,
+            sampler: self.sampler,
+            keep_unsolvable: self.keep_unsolvable,
+            solvability: Solvability {
+                top_k: self.solvable_top_k,
+                max_turns: self.solvable_max_turns,
+            },
             balance: self.balance,
             val_fraction: self.val_fraction,
             ..QuestionConfig::default()
@@ -90,7 +111,9 @@ pub fn run(args: Args) -> Result<()> {
     let config = args.questions.config(universe.config.seed, easy_mode);
     config.validate()?;
     let engine = Engine::with_facts(&universe.facts())?;
-    let (questions, report) = question::generate(&universe, &engine, &config)?;
+    let index = article_index(&crate::corpus::articles(&universe))?;
+    let certifier = Certifier::new(&universe, &index, config.solvability)?;
+    let (questions, report) = question::generate(&universe, &engine, &config, Some(&certifier))?;
     crate::io::write_jsonl(&args.out, &questions)?;
     if !args.quiet {
         eprint!("{}", question::balance::grid(&questions));

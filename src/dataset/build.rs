@@ -1,11 +1,13 @@
 //! The generate pipeline, assembled once: universe -> engines (started while the universe is
-//! generated, loading the facts while the articles render and the questions are sampled) ->
-//! articles -> proposals -> engine-verified questions. `rulegym generate`, the Python bindings
+//! generated, loading the facts while the articles render, the index is built and the questions
+//! are sampled) -> articles -> search index -> certified proposals -> engine-verified questions. `rulegym generate`, the Python bindings
 //! and the benches all call [`build`].
 
 use crate::corpus::{self, Article};
 use crate::engine::{Engine, Term, Var};
+use crate::env::oracle::Certifier;
 use crate::question::{self, GenerationReport, Question, QuestionConfig};
+use crate::retrieval::{Document, EncoderChoice, IndexKind, SearchIndex};
 use crate::universe::{Universe, UniverseConfig};
 use crate::{Error, Result};
 use std::path::Path;
@@ -79,6 +81,9 @@ pub struct Dataset {
     pub articles: Vec<Article>,
     /// The engine-verified questions (empty when none were asked for).
     pub questions: Vec<Question>,
+    /// The built-in-encoder index over the articles, under which the questions' solvability
+    /// certificates hold (built when questions are asked for).
+    pub index: Option<std::sync::Arc<SearchIndex>>,
     /// What question generation did.
     pub report: GenerationReport,
     /// Whether questions were asked for (a dataset without them has no `questions.jsonl`).
@@ -93,6 +98,7 @@ impl Dataset {
             &self.facts,
             &self.articles,
             self.with_questions.then_some(&self.questions[..]),
+            self.index.as_deref(),
         )
     }
 
@@ -152,22 +158,28 @@ pub fn build_observed(
                 .map_err(Error::from)
         })
         .collect::<Result<Vec<Engine>>>()?;
-    let (articles, proposals) = std::thread::scope(|scope| {
+    let (articles, index, proposals) = std::thread::scope(|scope| {
         let loading: Vec<_> = engines
             .iter()
             .map(|engine| scope.spawn(|| engine.consult("facts", &facts)))
             .collect();
         let articles = corpus::articles(&universe);
-        let proposals = config
-            .questions
-            .as_ref()
-            .map(|q| question::propose_all(&universe, q)?.into_shard(shard, shards))
-            .transpose();
+        let sampled = (|| {
+            let Some(q) = &config.questions else {
+                return Ok((None, None));
+            };
+            let index = article_index(&articles)?;
+            let certifier = Certifier::new(&universe, &index, q.solvability)?;
+            let proposals =
+                question::propose_all(&universe, q, Some(&certifier))?.into_shard(shard, shards)?;
+            Ok::<_, Error>((Some(std::sync::Arc::new(index)), Some(proposals)))
+        })();
         for l in loading {
             l.join()
                 .map_err(|_| Error::ThreadPanicked("engine load"))??;
         }
-        Ok::<_, Error>((articles, proposals?))
+        let (index, proposals) = sampled?;
+        Ok::<_, Error>((articles, index, proposals))
     })?;
     done(observe);
     check_loaded(&engines[0], &universe)?;
@@ -185,9 +197,31 @@ pub fn build_observed(
         facts,
         articles,
         questions,
+        index,
         report,
         with_questions: config.questions.is_some(),
     })
+}
+
+/// The built-in-encoder flat index over `articles`, document `i` being person `i`'s article as
+/// `articles.jsonl` records it (the index `rulegym index --corpus articles.jsonl` builds).
+pub fn article_index(articles: &[Article]) -> Result<SearchIndex> {
+    let docs = articles
+        .iter()
+        .enumerate()
+        .map(|(i, a)| {
+            let r = a.record(i as u32);
+            Document {
+                id: r.id,
+                contents: r.contents,
+            }
+        })
+        .collect();
+    Ok(SearchIndex::build(
+        docs,
+        &EncoderChoice::Builtin(Default::default()),
+        IndexKind::Flat,
+    )?)
 }
 
 /// Checks that the engine holds every person (one `gender` fact each).

@@ -1,5 +1,6 @@
-//! Dataset directories: `facts.pl`, `articles.jsonl`, `people.jsonl` and `manifest.json` (with the
-//! SHA-256 of every file), written atomically: everything goes to a temporary sibling directory
+//! Dataset directories: `facts.pl`, `articles.jsonl`, `people.jsonl`, with questions
+//! `questions.jsonl` and the search index `index.idx`, and `manifest.json` (with the SHA-256 of
+//! every file), written atomically: everything goes to a temporary sibling directory
 //! that is renamed into place only when complete, so a failed run leaves no half-written output.
 
 pub mod build;
@@ -9,6 +10,7 @@ pub use build::{BuildConfig, BuildEvent, BuildStage, Dataset, build, build_obser
 
 use crate::corpus::Article;
 use crate::question::Question;
+use crate::retrieval::SearchIndex;
 use crate::universe::{Universe, UniverseConfig};
 use crate::{Error, Result};
 use serde::{Deserialize, Serialize};
@@ -19,6 +21,11 @@ use std::path::Path;
 /// Version of the generated data: bumped whenever the same seed and config produce different
 /// bytes (see CHANGELOG.md, "Reproducibility").
 pub const DATASET_VERSION: &str = "rulegym-universe-v2";
+
+/// The search index `rulegym generate` writes into a dataset directory: the built-in encoder
+/// over `articles.jsonl` (what `rulegym index --corpus DIR/articles.jsonl` builds), the index
+/// under which the questions' solvability certificates hold.
+pub const INDEX_FILE: &str = "index.idx";
 
 /// `manifest.json`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -91,6 +98,7 @@ pub fn universe_files(
     facts: &str,
     articles: &[Article],
     questions: Option<&[Question]>,
+    index: Option<&SearchIndex>,
 ) -> Result<Vec<(String, Vec<u8>)>> {
     let mut files = vec![
         ("facts.pl".to_owned(), facts.as_bytes().to_vec()),
@@ -108,6 +116,9 @@ pub fn universe_files(
             "questions.jsonl".to_owned(),
             crate::io::jsonl_bytes(questions)?,
         ));
+    }
+    if let Some(index) = index {
+        files.push((INDEX_FILE.to_owned(), index.to_bytes()));
     }
     let friendships: usize = universe
         .people

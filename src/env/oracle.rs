@@ -5,10 +5,15 @@
 use super::search::{SearchEnv, SearchEnvConfig, SearchTask};
 use super::{Environment, Message};
 use crate::env::search::Retriever;
-use crate::question::{Anchor, Chain, ChainStep, Query, Question};
+use crate::question::{
+    Anchor, Attr, Certificate, Certify, Chain, ChainStep, Query, Question, Solvability,
+};
 use crate::relations::relation;
+use crate::retrieval::SearchIndex;
+use crate::reward::{ScoreMode, score};
 use crate::universe::{PersonId, Universe};
 use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
 use std::sync::Arc;
 
 /// What the oracle reads, in order: an opening attribute search (for "the person whose ..."
@@ -24,12 +29,23 @@ pub struct ProofPlan {
 struct Reader<'a> {
     u: &'a Universe,
     plan: ProofPlan,
+    /// `read[p]`: `p` is in `plan.reads`.
+    read: Vec<bool>,
+    /// Stop recording searches beyond this many (the plan is then only known to be longer).
+    limit: usize,
 }
 
 impl Reader<'_> {
+    fn searches(&self) -> usize {
+        self.plan.attribute_searches.len() + self.plan.reads.len()
+    }
+
     fn read(&mut self, people: &[PersonId]) {
         for &p in people {
-            if !self.plan.reads.contains(&p) {
+            if self.searches() > self.limit {
+                return;
+            }
+            if !std::mem::replace(&mut self.read[p as usize], true) {
                 self.plan.reads.push(p);
             }
         }
@@ -94,12 +110,19 @@ impl Reader<'_> {
 
 /// The articles the proof of `query` needs.
 pub fn proof_plan(u: &Universe, query: &Query) -> ProofPlan {
+    bounded_proof_plan(u, query, usize::MAX).expect("unbounded")
+}
+
+/// [`proof_plan`], or `None` as soon as it needs more than `limit` searches.
+pub fn bounded_proof_plan(u: &Universe, query: &Query, limit: usize) -> Option<ProofPlan> {
     let mut reader = Reader {
         u,
         plan: ProofPlan {
             attribute_searches: Vec::new(),
             reads: Vec::new(),
         },
+        read: vec![false; u.people.len()],
+        limit,
     };
     match query {
         Query::Who(chain) => {
@@ -122,7 +145,145 @@ pub fn proof_plan(u: &Universe, query: &Query) -> ProofPlan {
             reader.read(&eb);
         }
     }
-    reader.plan
+    (reader.searches() <= limit).then_some(reader.plan)
+}
+
+impl ProofPlan {
+    /// The oracle's searches in order: (query text, the people whose articles it must
+    /// retrieve): each attribute search, then each read person's name.
+    pub fn searches(&self, u: &Universe) -> Vec<(String, Vec<PersonId>)> {
+        self.attribute_searches
+            .iter()
+            .cloned()
+            .chain(
+                self.reads
+                    .iter()
+                    .map(|&p| (u.person(p).name.clone(), vec![p])),
+            )
+            .collect()
+    }
+}
+
+/// The text of the oracle's final answer.
+fn oracle_answer(answers: &[String]) -> String {
+    answers.join(", ")
+}
+
+/// Solvability certificates over a dataset's index: the same decision as [`replay`] (every
+/// search retrieves the articles the proof needs within the top k, the searches and the answer
+/// fit in the turn cap, the answer scores F1 = 1), computed from the proof plan without playing
+/// the chat. Every search an oracle can make is known in advance (a person's name, or
+/// "<attribute> <value>" for a value held by at most k people; more holders can never all be
+/// retrieved), so [`Certifier::new`] runs them all in batches (the flat index scores
+/// bit-identically at any batch size) and certifying is a lookup.
+pub struct Certifier<'a> {
+    universe: &'a Universe,
+    setting: Solvability,
+    score_mode: ScoreMode,
+    /// `names[p]`: searching `p`'s name retrieves `p`'s article.
+    names: Vec<bool>,
+    /// Attribute search text -> it retrieves every holder (values with at most k holders).
+    attributes: BTreeMap<String, bool>,
+}
+
+impl<'a> Certifier<'a> {
+    /// A certifier for questions about `universe` answered over `index`, whose document ids are
+    /// person ids (the index `rulegym generate` writes).
+    pub fn new(
+        universe: &'a Universe,
+        index: &SearchIndex,
+        setting: Solvability,
+    ) -> crate::Result<Self> {
+        let k = setting.top_k;
+        let mut holders: BTreeMap<String, Vec<PersonId>> = BTreeMap::new();
+        for attribute in Attr::ALL {
+            for (p, person) in universe.people.iter().enumerate() {
+                let text = format!("{} {}", attribute.noun(), attribute.fact().value(person));
+                holders.entry(text).or_default().push(p as PersonId);
+            }
+        }
+        holders.retain(|_, people| people.len() <= k);
+        let people: Vec<PersonId> = (0..universe.people.len() as PersonId).collect();
+        let searches: Vec<(&str, &[PersonId])> = universe
+            .people
+            .iter()
+            .zip(&people)
+            .map(|(person, p)| (person.name.as_str(), std::slice::from_ref(p)))
+            .chain(holders.iter().map(|(text, h)| (text.as_str(), &h[..])))
+            .collect();
+        let mut found = Vec::with_capacity(searches.len());
+        for batch in searches.chunks(4096) {
+            let texts: Vec<&str> = batch.iter().map(|(text, _)| *text).collect();
+            let hits = retrieved_ids(index, &texts, k)?;
+            for ((_, expected), ids) in batch.iter().zip(hits) {
+                found.push(expected.iter().all(|p| ids.contains(&p.to_string())));
+            }
+        }
+        let attributes = holders
+            .into_keys()
+            .zip(found.split_off(people.len()))
+            .collect();
+        Ok(Certifier {
+            universe,
+            setting,
+            score_mode: ScoreMode::Squad,
+            names: found,
+            attributes,
+        })
+    }
+
+    fn retrieves(&self, query: &str, people: &[PersonId]) -> bool {
+        match people {
+            [p] if self.universe.person(*p).name == query => self.names[*p as usize],
+            _ => self.attributes.get(query).copied().unwrap_or(false),
+        }
+    }
+}
+
+/// The document ids the index returns for each query, as the environment retrieves them.
+fn retrieved_ids(
+    index: &SearchIndex,
+    queries: &[&str],
+    k: usize,
+) -> crate::Result<Vec<Vec<String>>> {
+    let docs = index.docs();
+    Ok(index
+        .search(queries, k.min(docs.len()).max(1))?
+        .into_iter()
+        .map(|hits| {
+            hits.into_iter()
+                .map(|h| docs[h.index as usize].id.clone())
+                .collect()
+        })
+        .collect())
+}
+
+impl Certify for Certifier<'_> {
+    fn certify(&self, query: &Query, answers: &[String]) -> crate::Result<Certificate> {
+        // Searches and the answer must fit in the turn cap.
+        let cap = self.setting.max_turns - 1;
+        let Some(plan) = bounded_proof_plan(self.universe, query, cap) else {
+            return Ok(Certificate {
+                solvable: false,
+                searches: proof_plan(self.universe, query)
+                    .searches(self.universe)
+                    .len(),
+                top_k: self.setting.top_k,
+                max_turns: self.setting.max_turns,
+            });
+        };
+        let searches = plan.searches(self.universe);
+        let solvable = searches
+            .iter()
+            .all(|(text, people)| self.retrieves(text, people))
+            && score(&oracle_answer(answers), answers, self.score_mode).f1 == 1.0;
+        Ok(Certificate {
+            solvable,
+            searches: searches.len(),
+            top_k: self.setting.top_k,
+            max_turns: self.setting.max_turns,
+        })
+    }
 }
 
 /// A replayed oracle trajectory, one line of `rulegym oracle`'s output.
@@ -134,6 +295,8 @@ pub struct OracleTrajectory {
     pub messages: Vec<Message>,
     /// F1 of the replayed answer.
     pub f1: f64,
+    /// Searches the oracle made (its turns are these plus the answer).
+    pub searches: usize,
     /// People whose article the oracle's search did not return (the oracle could not have
     /// learnt what it needed, so the trajectory counts as failed).
     pub retrieval_misses: Vec<String>,
@@ -164,28 +327,28 @@ pub fn replay(
     let mut messages = env.reset()?;
     let mut misses = Vec::new();
     // (action, the people whose articles it must retrieve)
+    let attribute_searches = plan.attribute_searches.len();
     let mut actions: Vec<(String, Vec<PersonId>)> = plan
-        .attribute_searches
-        .iter()
-        .map(|(s, holders)| {
-            let action =
-                format!("<think>I need the people whose {s}.</think>\n<search> {s} </search>");
-            (action, holders.clone())
+        .searches(u)
+        .into_iter()
+        .enumerate()
+        .map(|(i, (s, people))| {
+            let why = if i < attribute_searches {
+                format!("the people whose {s}")
+            } else {
+                format!("to read the article about {s}")
+            };
+            (
+                format!("<think>I need {why}.</think>\n<search> {s} </search>"),
+                people,
+            )
         })
         .collect();
-    for &p in &plan.reads {
-        let name = &u.person(p).name;
-        actions.push((
-            format!(
-                "<think>I need to read the article about {name}.</think>\n<search> {name} </search>"
-            ),
-            vec![p],
-        ));
-    }
+    let searches = actions.len();
     actions.push((
         format!(
             "<think>I have everything I need.</think>\n<answer> {} </answer>",
-            q.answers.join(", ")
+            oracle_answer(&q.answers)
         ),
         Vec::new(),
     ));
@@ -222,6 +385,7 @@ pub fn replay(
         id: q.id.clone(),
         messages,
         f1,
+        searches,
         retrieval_misses: misses,
         failure,
     })

@@ -14,7 +14,14 @@ pub fn cell(family: Family, q: &Question) -> (usize, String) {
         Family::Base => (q.template_index.unwrap_or(0), String::new()),
         Family::Hops => (q.hops, String::new()),
         Family::HopsConstraints => (q.hops, q.constraints.to_string()),
-        Family::HopsComparisons => (q.hops, q.kind.clone()),
+        Family::HopsComparisons => {
+            let kind = if matches!(q.kind.as_str(), "who" | "what") {
+                "base"
+            } else {
+                "comparison"
+            };
+            (q.hops, kind.to_owned())
+        }
     }
 }
 

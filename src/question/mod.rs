@@ -6,14 +6,16 @@
 //! `hops+constraints` and `hops+comparisons` (PhantomEnvironments), each with a versioned id.
 
 pub mod balance;
+pub mod degenerate;
 pub mod grammar;
 pub mod query;
 pub mod sample;
 pub mod text;
 
+pub use degenerate::Degeneracy;
 pub use grammar::{AnchorKind, Ask, Template, templates};
 pub use query::{Anchor, Attr, Chain, ChainStep, Query, QueryError};
-pub use sample::AnchorStrategy;
+pub use sample::{AnchorStrategy, Sampler};
 
 use crate::engine::Engine;
 use crate::relations::relation;
@@ -21,7 +23,7 @@ use crate::seed;
 use crate::universe::Universe;
 use rand::Rng;
 use serde::{Deserialize, Serialize};
-use std::collections::HashSet;
+use std::collections::{BTreeMap, HashSet};
 
 /// A question family.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
@@ -29,13 +31,15 @@ pub enum Family {
     /// PhantomWiki's grammar, every template.
     #[serde(rename = "base")]
     Base,
-    /// Linear chains of 1 to 7 hops from a name, unique answer.
+    /// Linear chains of 1 to 7 hops anchored on a name or an attribute ("the person whose hobby
+    /// is chess"), asking who is at the end or one of their attributes; unique answer.
     #[serde(rename = "hops")]
     Hops,
     /// Chains with 0 to 3 attribute filters anywhere along them, unique answer.
     #[serde(rename = "hops+constraints")]
     HopsConstraints,
-    /// Half single chains, half "Who is older, A or B?" over two chains; at most one filter.
+    /// Half single chains, half "Who is older, A or B?" over two chains (a zero-hop cell
+    /// compares two anchors); at most one filter.
     #[serde(rename = "hops+comparisons")]
     HopsComparisons,
 }
@@ -62,10 +66,10 @@ impl Family {
     /// Versioned id, bumped whenever the family's output for a fixed seed changes.
     pub fn version_id(self) -> &'static str {
         match self {
-            Family::Base => "phantomwiki-base-v1",
-            Family::Hops => "family-hops-v1",
-            Family::HopsConstraints => "family-hops-constraints-v1",
-            Family::HopsComparisons => "family-hops-comparisons-v1",
+            Family::Base => "phantomwiki-base-v2",
+            Family::Hops => "family-hops-v2",
+            Family::HopsConstraints => "family-hops-constraints-v2",
+            Family::HopsComparisons => "family-hops-comparisons-v2",
         }
     }
 }
@@ -100,8 +104,15 @@ pub struct QuestionConfig {
     pub exclude_aggregation: bool,
     /// Longest chain of the `hops*` families.
     pub max_hops: usize,
-    /// Anchor slot strategy of the bidirectional walk.
+    /// Anchor slot strategy of the bidirectional walk (the paper's default: uniform).
     pub anchor: AnchorStrategy,
+    /// How each step of the `hops*` families' walks is drawn.
+    pub sampler: Sampler,
+    /// Keep questions the search environment cannot answer (labelled by their certificate)
+    /// instead of rejecting them; for PhantomWiki-identical distributions.
+    pub keep_unsolvable: bool,
+    /// The retrieval setting under which questions must be answerable.
+    pub solvability: Solvability,
     /// Walk attempts per question slot before the slot is reported skipped.
     pub max_attempts: usize,
     /// Cell-balance the `hops*` families (paper's downsampling and soft cap).
@@ -120,7 +131,10 @@ impl Default for QuestionConfig {
             easy_mode: true,
             exclude_aggregation: false,
             max_hops: 7,
-            anchor: AnchorStrategy::Balanced,
+            anchor: AnchorStrategy::Uniform,
+            sampler: Sampler::Uniform,
+            keep_unsolvable: false,
+            solvability: Solvability::default(),
             max_attempts: 100,
             balance: false,
             val_fraction: 0.1,
@@ -156,8 +170,62 @@ impl QuestionConfig {
         if self.families.is_empty() {
             return fail("at least one family is needed".into());
         }
+        if !(1..=100).contains(&self.solvability.top_k) {
+            return fail(format!(
+                "solvability top_k must be in 1..=100, got {}",
+                self.solvability.top_k
+            ));
+        }
+        if !(2..=1000).contains(&self.solvability.max_turns) {
+            return fail(format!(
+                "solvability max_turns must be in 2..=1000, got {}",
+                self.solvability.max_turns
+            ));
+        }
         Ok(())
     }
+}
+
+/// The retrieval setting of solvability certificates: the search environment's built-in encoder
+/// over the dataset's articles (the index `generate` writes), `top_k` passages per search and a
+/// cap of `max_turns` turns (searches plus the answer).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Solvability {
+    /// Passages per search (the paper: 3).
+    pub top_k: usize,
+    /// Turn cap (the paper: 10 in training, 20 at evaluation).
+    pub max_turns: usize,
+}
+
+impl Default for Solvability {
+    fn default() -> Self {
+        Solvability {
+            top_k: 3,
+            max_turns: 10,
+        }
+    }
+}
+
+/// Whether the search environment can answer a question: its proof-derived oracle (search each
+/// article the proof reads, then answer the gold set) replays to F1 = 1 within the turn cap.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Certificate {
+    /// The oracle reaches F1 = 1 within `max_turns`, every search retrieving what it needs.
+    pub solvable: bool,
+    /// Searches the oracle makes.
+    pub searches: usize,
+    /// Passages per search.
+    pub top_k: usize,
+    /// The turn cap.
+    pub max_turns: usize,
+}
+
+/// Decides solvability (implemented over the search environment by
+/// [`crate::env::oracle::Certifier`]).
+pub trait Certify: Sync {
+    /// The certificate of `query`, whose answers are `answers`.
+    fn certify(&self, query: &Query, answers: &[String]) -> crate::Result<Certificate>;
 }
 
 /// One question, as written to `questions.jsonl`.
@@ -199,6 +267,9 @@ pub struct Question {
     pub is_aggregation: bool,
     /// The typed query, for environments and oracles.
     pub plan: Query,
+    /// Whether the search environment can answer it (absent when generated without an index).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub certificate: Option<Certificate>,
 }
 
 /// Counts of what generation did.
@@ -212,6 +283,40 @@ pub struct GenerationReport {
     pub rejections: usize,
     /// Questions dropped by cell balancing.
     pub balanced_away: usize,
+    /// Per cell (`family/cell`): slots, accepted questions, rejections by reason.
+    pub cells: BTreeMap<String, CellReport>,
+}
+
+/// What sampling did in one cell.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CellReport {
+    /// Question slots.
+    pub slots: usize,
+    /// Slots filled.
+    pub accepted: usize,
+    /// Walks that hit a dead end (no unvisited person satisfies the next relation).
+    pub dead_ends: usize,
+    /// Proposals whose text repeats an earlier question's.
+    pub duplicates: usize,
+    /// Proposals with no answer, or several where the family needs one.
+    pub not_unique: usize,
+    /// Proposals that revisit a person or name their answer ([`Degeneracy`]).
+    pub degenerate: usize,
+    /// Proposals the search environment cannot answer ([`Certificate`]).
+    pub unsolvable: usize,
+}
+
+impl CellReport {
+    /// All rejected proposals.
+    pub fn rejections(&self) -> usize {
+        self.dead_ends + self.duplicates + self.not_unique + self.degenerate + self.unsolvable
+    }
+
+    /// Rejected walks per walk: rejections / (rejections + accepted).
+    pub fn rejection_rate(&self) -> f64 {
+        let r = self.rejections();
+        r as f64 / (r + self.accepted).max(1) as f64
+    }
 }
 
 /// PhantomWiki's difficulty of a query.
@@ -247,8 +352,12 @@ pub fn generate(
     universe: &Universe,
     engine: &Engine,
     config: &QuestionConfig,
+    certifier: Option<&dyn Certify>,
 ) -> crate::Result<(Vec<Question>, GenerationReport)> {
-    verify(std::slice::from_ref(engine), propose_all(universe, config)?)
+    verify(
+        std::slice::from_ref(engine),
+        propose_all(universe, config, certifier)?,
+    )
 }
 
 /// Checks a shard choice: `index` of `count` shards, `0 <= index < count`.
@@ -272,6 +381,11 @@ impl Proposals {
     /// The proposed questions (answers from the native screen until verified).
     pub fn questions(&self) -> &[Question] {
         &self.questions
+    }
+
+    /// What sampling did.
+    pub fn report(&self) -> &GenerationReport {
+        &self.report
     }
 
     /// Keeps shard `index` of `count`: a contiguous run of the proposals, so that the verified
@@ -299,10 +413,17 @@ impl Proposals {
 }
 
 /// Phase 1: walk, render and pre-check every slot. Deterministic in (universe, config): each
-/// slot draws from its own ChaCha stream keyed by (seed, family/cell, index). The native
-/// evaluator screens proposals (non-empty, unique where the family requires it); it never
-/// provides an answer: phase 2 ([`verify`]) takes every gold answer from the engine.
-pub fn propose_all(universe: &Universe, config: &QuestionConfig) -> crate::Result<Proposals> {
+/// slot draws from its own ChaCha stream keyed by (seed, family/cell, index). A proposal is
+/// rejected (and the slot retried, up to `max_attempts` walks) when its text repeats an earlier
+/// one, when the native evaluator finds no answer (or several where the family needs one), when
+/// it is [degenerate](degenerate), or, given a `certifier`, when the search environment cannot
+/// answer it (unless `keep_unsolvable`). The native evaluator never provides an answer: phase 2
+/// ([`verify`]) takes every gold answer from the engine.
+pub fn propose_all(
+    universe: &Universe,
+    config: &QuestionConfig,
+    certifier: Option<&dyn Certify>,
+) -> crate::Result<Proposals> {
     config.validate()?;
     if universe.people.is_empty() {
         return Err(crate::Error::Config(
@@ -316,37 +437,58 @@ pub fn propose_all(universe: &Universe, config: &QuestionConfig) -> crate::Resul
         let mut seen = HashSet::new();
         for (cell, slots) in cells(family, config) {
             let label = format!("{}/{cell}", family.name());
+            let mut counts = CellReport {
+                slots: config.per_template,
+                ..CellReport::default()
+            };
             for index in 0..config.per_template as u64 {
                 let mut rng = seed::stream(config.seed, &label, index);
-                let mut rejections = 0u32;
+                let before = counts.rejections();
                 let mut accepted = None;
                 for _ in 0..config.max_attempts {
                     let Some(p) = propose(universe, config, family, &slots, index, &mut rng) else {
-                        rejections += 1;
+                        counts.dead_ends += 1;
                         continue;
                     };
                     let text = text::question_text(&p.query);
                     if seen.contains(&text) {
-                        rejections += 1;
+                        counts.duplicates += 1;
                         continue;
                     }
                     let screened = p.query.evaluate_native(universe)?;
                     let unique_required = family != Family::Base;
                     if screened.is_empty() || (unique_required && screened.len() != 1) {
-                        rejections += 1;
+                        counts.not_unique += 1;
+                        continue;
+                    }
+                    if degenerate::degeneracy(universe, &p.query, &screened)?.is_some() {
+                        counts.degenerate += 1;
+                        continue;
+                    }
+                    let certificate = match certifier {
+                        Some(c) => Some(c.certify(&p.query, &screened)?),
+                        None => None,
+                    };
+                    if certificate.is_some_and(|c| !c.solvable) && !config.keep_unsolvable {
+                        counts.unsolvable += 1;
                         continue;
                     }
                     seen.insert(text.clone());
-                    accepted = Some((p, text, screened));
+                    accepted = Some((p, text, screened, certificate));
                     break;
                 }
-                report.rejections += rejections as usize;
-                let Some((p, text, screened)) = accepted else {
+                let rejections = (counts.rejections() - before) as u32;
+                let Some((p, text, screened, certificate)) = accepted else {
                     report.skipped_slots += 1;
                     continue;
                 };
-                questions.push(record(family, &p, text, screened, index, rejections));
+                counts.accepted += 1;
+                let mut q = record(family, &p, text, screened, index, rejections);
+                q.certificate = certificate;
+                questions.push(q);
             }
+            report.rejections += counts.rejections();
+            report.cells.insert(label, counts);
         }
         let before = questions.len();
         let mut questions = balance::balance_and_split(family, questions, config);
@@ -458,21 +600,29 @@ fn cells(family: Family, config: &QuestionConfig) -> Vec<(String, Slots)> {
                 })
             })
             .collect(),
-        Family::HopsComparisons => hop_range
-            .flat_map(|h| {
-                [false, true].map(|comparison| {
-                    let kind = if comparison { "comparison" } else { "base" };
-                    (
-                        format!("h{h}{kind}"),
-                        Slots::Chain {
-                            hops: h,
-                            filters: 0,
-                            comparison,
-                        },
-                    )
-                })
+        // The zero-hop cell holds comparisons only ("Who is older, Ann or Bob?").
+        Family::HopsComparisons => std::iter::once((
+            "h0comparison".to_owned(),
+            Slots::Chain {
+                hops: 0,
+                filters: 0,
+                comparison: true,
+            },
+        ))
+        .chain(hop_range.flat_map(|h| {
+            [false, true].map(|comparison| {
+                let kind = if comparison { "comparison" } else { "base" };
+                (
+                    format!("h{h}{kind}"),
+                    Slots::Chain {
+                        hops: h,
+                        filters: 0,
+                        comparison,
+                    },
+                )
             })
-            .collect(),
+        }))
+        .collect(),
     }
 }
 
@@ -490,13 +640,13 @@ fn cached_templates(depth: usize) -> &'static [Template] {
         .or_insert_with(|| Box::leak(templates(depth).into_boxed_slice()))
 }
 
-fn propose(
+fn propose<R: Rng>(
     u: &Universe,
     config: &QuestionConfig,
     family: Family,
     slots: &Slots,
     index: u64,
-    rng: &mut impl Rng,
+    rng: &mut R,
 ) -> Option<Proposal> {
     match *slots {
         Slots::Template(t) => {
@@ -527,15 +677,22 @@ fn propose(
             filters,
             comparison,
         } => {
-            let walk = |rng: &mut _, hops: usize, filters: usize| {
-                let slot = config.anchor.slot(hops, index, rng);
-                sample::bidirectional_walk(u, config.easy_mode, hops, filters, slot, rng)
+            // Like the grammar's tails, a chain is anchored on a name or on "the person whose
+            // <attribute> is <value>" with equal odds.
+            let walk = |rng: &mut R, hops: usize, filters: usize| {
+                let shape = sample::WalkShape {
+                    hops,
+                    filters,
+                    anchor_slot: config.anchor.slot(hops, index, rng),
+                    by_attribute: rng.random_bool(0.5),
+                };
+                sample::bidirectional_walk(u, config.easy_mode, config.sampler, shape, rng)
             };
             let (query, anchor_position) = if comparison {
                 // Two chains; the second is at most as long; at most one filter overall.
-                let filter_first = family == Family::HopsComparisons && rng.random_bool(0.25);
+                let filter_first = hops > 0 && rng.random_bool(0.25);
                 let a = walk(rng, hops, usize::from(filter_first))?;
-                let other_hops = rng.random_range(1..=hops);
+                let other_hops = rng.random_range(hops.min(1)..=hops);
                 let b = walk(rng, other_hops, 0)?;
                 (Query::Older(a.chain, b.chain), Some(a.anchor_slot))
             } else {
@@ -545,7 +702,14 @@ fn propose(
                     filters
                 };
                 let a = walk(rng, hops, filters.min(hops))?;
-                (Query::Who(a.chain), Some(a.anchor_slot))
+                // The grammar's two question types (aggregation excluded): "Who is ...?" and
+                // "What is the <attribute> of ...?", with equal odds.
+                let query = if rng.random_bool(0.5) {
+                    Query::Who(a.chain)
+                } else {
+                    Query::What(a.chain, Attr::ALL[rng.random_range(0..Attr::ALL.len())])
+                };
+                (query, Some(a.anchor_slot))
             };
             let kind = if comparison { "comparison" } else { "base" };
             Some(Proposal {
@@ -597,5 +761,6 @@ fn record(
         split: "train".to_owned(),
         is_aggregation: matches!(p.query, Query::HowMany(..)),
         plan: p.query.clone(),
+        certificate: None,
     }
 }

@@ -4,11 +4,15 @@
 //!   current person's (relation, relative) pairs, restarting on dead ends; only complete walks
 //!   are returned.
 //! * [`bidirectional_walk`]: PhantomEnvironments' anchor sampling: bind slot `a` of a k-hop chain
-//!   to a random person, walk backward to slot 0 (the named person) and forward to slot k,
-//!   adding attribute filters on the people walked through; beyond [`BEAM_FROM_HOPS`] hops a beam
-//!   over chain prefixes ranked by candidate-set size replaces the forward walk.
+//!   to a random person, walk backward to slot 0 (the anchor) and forward to slot k, adding
+//!   attribute filters on the people walked through; beyond [`BEAM_FROM_HOPS`] hops a beam over
+//!   chain prefixes ranked by candidate-set size replaces the forward walk. Each step is drawn by
+//!   the configured [`Sampler`].
 //!
-//! Walks only propose; answers always come from the engine.
+//! No walk visits a person twice: every step excludes the people already on the path, so
+//! "the child of the mother of X" can only be walked to a sibling of X, never back to X (which
+//! would be a question that names its own answer). Walks only propose; answers always come
+//! from the engine.
 
 use super::query::{Anchor, Attr, Chain, ChainStep};
 use crate::relations::{Relation, relations};
@@ -44,7 +48,9 @@ impl std::str::FromStr for AnchorStrategy {
                 .strip_prefix("fixed:")
                 .and_then(|k| k.parse().ok())
                 .map(AnchorStrategy::Fixed)
-                .ok_or_else(|| format!("anchor must be uniform, balanced or fixed:K, got {s:?}")),
+                .ok_or_else(|| {
+                    format!("unknown anchor strategy {s:?} (valid: uniform, balanced, fixed:K)")
+                }),
         }
     }
 }
@@ -56,6 +62,38 @@ impl AnchorStrategy {
             AnchorStrategy::Uniform => rng.random_range(0..=hops),
             AnchorStrategy::Balanced => [0, hops / 2, hops][(index % 3) as usize],
             AnchorStrategy::Fixed(k) => k.min(hops),
+        }
+    }
+}
+
+/// How each step of a bidirectional walk is drawn.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Sampler {
+    /// PhantomEnvironments' walk: uniform over the (relation, person) pairs that satisfy a
+    /// relation from the current person, people already on the path excluded; questions whose
+    /// engine answer is not unique are rejected afterwards. The relation mix follows the graph.
+    #[default]
+    Uniform,
+    /// rulegym 0.1's walk: a relation drawn uniformly among those with exactly one candidate
+    /// (unambiguous steps), all relations otherwise. Fewer rejections than `uniform` on long
+    /// chains, at the price of a relation mix skewed towards mother, father, husband and
+    /// wife (see BENCHMARKS.md, "Question sampler").
+    Unambiguous,
+}
+
+impl Sampler {
+    /// The samplers' names, for error messages.
+    pub const NAMES: &'static str = "uniform, unambiguous";
+}
+
+impl std::str::FromStr for Sampler {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "uniform" => Ok(Sampler::Uniform),
+            "unambiguous" => Ok(Sampler::Unambiguous),
+            _ => Err(format!("unknown sampler {s:?} (valid: {})", Sampler::NAMES)),
         }
     }
 }
@@ -77,8 +115,64 @@ pub fn anchor_for(u: &Universe, p: PersonId, by_attribute: bool, rng: &mut impl 
     }
 }
 
+/// The people an anchor denotes: `p` for its name, every holder of the attribute's value.
+fn anchor_set(u: &Universe, anchor: &Anchor, p: PersonId) -> Vec<PersonId> {
+    match anchor {
+        Anchor::Name(_) => vec![p],
+        Anchor::Attribute { attribute, value } => (0..u.people.len() as PersonId)
+            .filter(|&x| attribute.fact().value(u.person(x)) == value)
+            .collect(),
+    }
+}
+
+/// The slot sets of a chain being walked, set-at-a-time: a relation may extend the chain only
+/// if its image of the last slot avoids every person reached so far, so that no chain passes
+/// the same person twice even through the people it denotes besides the walked ones ("the
+/// child of the mother of Ann" reaches Ann again whenever Ann's mother has children).
+struct Reached {
+    last: Vec<PersonId>,
+    seen: Vec<bool>,
+}
+
+impl Reached {
+    /// Starts from slot 0's set.
+    fn new(u: &Universe, first: Vec<PersonId>) -> Reached {
+        let mut seen = vec![false; u.people.len()];
+        for &p in &first {
+            seen[p as usize] = true;
+        }
+        Reached { last: first, seen }
+    }
+
+    /// The image of the last slot under `r`, if it avoids everyone reached so far.
+    fn image(&self, u: &Universe, r: &Relation) -> Option<Vec<PersonId>> {
+        let mut next: Vec<PersonId> = Vec::new();
+        for &p in &self.last {
+            for y in r.related(u, p) {
+                if self.seen[y as usize] {
+                    return None;
+                }
+                next.push(y);
+            }
+        }
+        next.sort_unstable();
+        next.dedup();
+        Some(next)
+    }
+
+    /// Appends a slot (an image returned by [`Reached::image`]).
+    fn push(&mut self, next: Vec<PersonId>) {
+        for &p in &next {
+            self.seen[p as usize] = true;
+        }
+        self.last = next;
+    }
+}
+
 /// PhantomWiki's walk: `hops` steps from a random person, uniform over (relation, relative)
-/// pairs; `None` after `attempts` dead ends. Returns the chain and the people walked through.
+/// pairs, among the relations whose step keeps the chain from passing anyone twice
+/// (set-at-a-time, see `Reached`); `None` after `attempts` dead ends. Returns the chain and the
+/// people walked through.
 pub fn backward_walk(
     u: &Universe,
     easy_mode: bool,
@@ -90,21 +184,37 @@ pub fn backward_walk(
     let mode: Vec<&Relation> = relations(easy_mode).collect();
     'attempt: for _ in 0..attempts {
         let start = rng.random_range(0..u.people.len()) as PersonId;
+        let anchor = anchor_for(u, start, by_attribute, rng);
+        let mut reached = Reached::new(u, anchor_set(u, &anchor, start));
         let mut path = vec![start];
         let mut steps = Vec::with_capacity(hops);
         for _ in 0..hops {
             let current = *path.last().expect("non-empty");
-            let pairs: Vec<(&Relation, PersonId)> = mode
-                .iter()
-                .flat_map(|r| r.related(u, current).into_iter().map(move |y| (*r, y)))
-                .collect();
+            let mut pairs: Vec<(&Relation, PersonId)> = Vec::new();
+            let mut images = Vec::new();
+            for &r in &mode {
+                let related = r.related(u, current);
+                if related.is_empty() {
+                    continue;
+                }
+                let Some(image) = reached.image(u, r) else {
+                    continue;
+                };
+                pairs.extend(related.into_iter().map(|y| (r, y)));
+                images.push((r.name, image));
+            }
             let Some(&(r, next)) = pairs.choose(rng) else {
                 continue 'attempt;
             };
+            let image = images
+                .into_iter()
+                .find(|(name, _)| *name == r.name)
+                .map(|(_, image)| image)
+                .expect("every pair's relation has an image");
+            reached.push(image);
             steps.push(ChainStep::Hop(r.name.to_owned()));
             path.push(next);
         }
-        let anchor = anchor_for(u, start, by_attribute, rng);
         return Some((Chain { anchor, steps }, path));
     }
     None
@@ -113,95 +223,148 @@ pub fn backward_walk(
 /// What a bidirectional walk produced.
 #[derive(Debug, Clone)]
 pub struct Walk {
-    /// The chain, anchored at the name of slot 0.
+    /// The chain, anchored at slot 0 (its name, or one of its attributes).
     pub chain: Chain,
+    /// The people walked through, slot 0 to slot k (all distinct).
+    pub people: Vec<PersonId>,
     /// The slot the walk started from.
     pub anchor_slot: usize,
 }
 
-/// One random (relation, neighbour) step from `p`, forward or backward, keeping the chain's
-/// answer set a single person where possible: a relation type is drawn uniformly among those
-/// whose step is unambiguous (forward: `p` has exactly one such relative; backward: the
-/// neighbour's only such relative is `p`), and among all types with any candidate otherwise.
-/// This is the walk-time uniqueness check that keeps rejections low.
+/// One random (relation, neighbour) step from `p`, forward (given the chain's slot sets so far)
+/// or backward, never to a person in `visited`, drawn by `sampler` (see [`Sampler`]).
 fn random_step(
     u: &Universe,
     mode: &[&'static Relation],
     p: PersonId,
-    forward: bool,
+    forward: Option<&Reached>,
+    visited: &[PersonId],
+    sampler: Sampler,
     rng: &mut impl Rng,
 ) -> Option<(&'static Relation, PersonId)> {
-    let mut unambiguous: Vec<(&'static Relation, Vec<PersonId>)> = Vec::new();
-    let mut any: Vec<(&'static Relation, Vec<PersonId>)> = Vec::new();
-    for &r in mode {
-        let candidates = if forward {
-            r.related(u, p)
-        } else {
-            r.inverse_related(u, p)
+    let candidates = |r: &Relation| {
+        let mut c = match forward {
+            // Forward steps also keep the chain's sets apart (see `Reached`).
+            Some(reached) if reached.image(u, r).is_none() => Vec::new(),
+            Some(_) => r.related(u, p),
+            None => r.inverse_related(u, p),
         };
-        if candidates.is_empty() {
-            continue;
-        }
-        let single: Vec<PersonId> = if forward {
-            if candidates.len() == 1 {
-                candidates.clone()
-            } else {
-                Vec::new()
-            }
-        } else {
-            candidates
-                .iter()
-                .copied()
-                .filter(|&x| r.related(u, x) == [p])
-                .collect()
-        };
-        if !single.is_empty() {
-            unambiguous.push((r, single));
-        }
-        any.push((r, candidates));
-    }
-    let pool = if unambiguous.is_empty() {
-        &any
-    } else {
-        &unambiguous
+        c.retain(|x| !visited.contains(x));
+        c
     };
-    let (r, candidates) = pool.choose(rng)?;
-    Some((*r, *candidates.choose(rng)?))
+    let forward = forward.is_some();
+    match sampler {
+        Sampler::Uniform => {
+            let pairs: Vec<(&'static Relation, PersonId)> = mode
+                .iter()
+                .flat_map(|&r| candidates(r).into_iter().map(move |x| (r, x)))
+                .collect();
+            pairs.choose(rng).copied()
+        }
+        Sampler::Unambiguous => {
+            // A relation type uniformly among those whose step is unambiguous (forward: `p`
+            // has exactly one such relative; backward: the neighbour's only such relative is
+            // `p`), among all types with any candidate otherwise.
+            let mut unambiguous: Vec<(&'static Relation, Vec<PersonId>)> = Vec::new();
+            let mut any: Vec<(&'static Relation, Vec<PersonId>)> = Vec::new();
+            for &r in mode {
+                let c = candidates(r);
+                if c.is_empty() {
+                    continue;
+                }
+                let single: Vec<PersonId> = if forward {
+                    if r.related(u, p).len() == 1 {
+                        c.clone()
+                    } else {
+                        Vec::new()
+                    }
+                } else {
+                    c.iter()
+                        .copied()
+                        .filter(|&x| r.related(u, x) == [p])
+                        .collect()
+                };
+                if !single.is_empty() {
+                    unambiguous.push((r, single));
+                }
+                any.push((r, c));
+            }
+            let pool = if unambiguous.is_empty() {
+                &any
+            } else {
+                &unambiguous
+            };
+            let (r, c) = pool.choose(rng)?;
+            Some((*r, *c.choose(rng)?))
+        }
+    }
 }
 
-/// Bidirectional anchor sampling of a `hops`-hop chain with `filters` attribute filters on
-/// people after slot 0. `None` on a dead end (the caller counts a rejection and retries).
+/// The shape of one bidirectional walk.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct WalkShape {
+    /// Relation hops (0: the anchor alone).
+    pub hops: usize,
+    /// Attribute filters on distinct people after slot 0.
+    pub filters: usize,
+    /// The slot the walk starts from, 0..=hops.
+    pub anchor_slot: usize,
+    /// Anchor the chain on one of slot 0's attributes ("the person whose hobby is chess")
+    /// instead of its name.
+    pub by_attribute: bool,
+}
+
+/// Bidirectional anchor sampling of a chain of `shape`. `None` on a dead end (the caller counts
+/// a rejection and retries).
 pub fn bidirectional_walk(
     u: &Universe,
     easy_mode: bool,
-    hops: usize,
-    filters: usize,
-    anchor_slot: usize,
+    sampler: Sampler,
+    shape: WalkShape,
     rng: &mut impl Rng,
 ) -> Option<Walk> {
+    let WalkShape {
+        hops,
+        filters,
+        anchor_slot,
+        by_attribute,
+    } = shape;
     let mode: Vec<&'static Relation> = relations(easy_mode).collect();
-    let (people, rels): (Vec<PersonId>, Vec<&'static Relation>) = if hops >= BEAM_FROM_HOPS {
-        beam(u, &mode, hops, rng)?
+    let (anchor, people, rels) = if hops >= BEAM_FROM_HOPS {
+        beam(u, &mode, hops, by_attribute, rng)?
     } else {
         let middle = rng.random_range(0..u.people.len()) as PersonId;
+        let mut visited = vec![middle];
         let mut backward = vec![];
         let mut p = middle;
         for _ in 0..anchor_slot {
-            let (r, x) = random_step(u, &mode, p, false, rng)?;
+            let (r, x) = random_step(u, &mode, p, None, &visited, sampler, rng)?;
             backward.push((r, x));
+            visited.push(x);
             p = x;
         }
         let mut people: Vec<PersonId> = backward.iter().rev().map(|&(_, x)| x).collect();
         let mut rels: Vec<&'static Relation> = backward.iter().rev().map(|&(r, _)| r).collect();
         people.push(middle);
+        // The anchor is known now: replay the backward part set-at-a-time from it (a dead end
+        // if it already passes someone twice), then extend forward keeping the sets apart.
+        let anchor = anchor_for(u, people[0], by_attribute, rng);
+        let mut reached = Reached::new(u, anchor_set(u, &anchor, people[0]));
+        for r in &rels {
+            let image = reached.image(u, r)?;
+            reached.push(image);
+        }
         let mut p = middle;
         for _ in anchor_slot..hops {
-            let (r, y) = random_step(u, &mode, p, true, rng)?;
+            let (r, y) = random_step(u, &mode, p, Some(&reached), &visited, sampler, rng)?;
+            let image = reached.image(u, r).expect("random_step checked the image");
+            reached.push(image);
             rels.push(r);
             people.push(y);
+            visited.push(y);
             p = y;
         }
-        (people, rels)
+        (anchor, people, rels)
     };
     // Filters on distinct slots 1..=hops, with the walked person's own values.
     let mut slots: Vec<usize> = (1..=hops).collect();
@@ -225,12 +388,10 @@ pub fn bidirectional_walk(
             });
         }
     }
-    let chain = Chain {
-        anchor: Anchor::Name(u.person(people[0]).name.clone()),
-        steps,
-    };
+    let chain = Chain { anchor, steps };
     Some(Walk {
         chain,
+        people,
         anchor_slot: if hops >= BEAM_FROM_HOPS {
             0
         } else {
@@ -241,25 +402,36 @@ pub fn bidirectional_walk(
 
 /// Beam over chain prefixes from a random person, ranked by the size of the set the prefix
 /// reaches (smallest first, so long chains stay answerable by one person); returns one path of
-/// a prefix that ends at a single person.
+/// a prefix that ends at a single person. Witness paths never revisit a person.
 fn beam(
     u: &Universe,
     mode: &[&'static Relation],
     hops: usize,
+    by_attribute: bool,
     rng: &mut impl Rng,
-) -> Option<(Vec<PersonId>, Vec<&'static Relation>)> {
+) -> Option<(Anchor, Vec<PersonId>, Vec<&'static Relation>)> {
     let start = rng.random_range(0..u.people.len()) as PersonId;
-    // (relations, reached set, one witness path)
-    let mut beam: Vec<(Vec<&'static Relation>, Vec<PersonId>, Vec<PersonId>)> =
-        vec![(Vec::new(), vec![start], vec![start])];
+    let anchor = anchor_for(u, start, by_attribute, rng);
+    let first = anchor_set(u, &anchor, start);
+    // (relations, last slot's set, everyone reached, one witness path)
+    type Prefix = (
+        Vec<&'static Relation>,
+        Vec<PersonId>,
+        Vec<PersonId>,
+        Vec<PersonId>,
+    );
+    let mut beam: Vec<Prefix> = vec![(Vec::new(), first.clone(), first, vec![start])];
     for _ in 0..hops {
         let mut next = Vec::new();
-        for (rels, set, path) in &beam {
+        for (rels, set, seen, path) in &beam {
             for &r in mode {
                 let mut reached: Vec<PersonId> =
                     set.iter().flat_map(|&p| r.related(u, p)).collect();
                 reached.sort_unstable();
                 reached.dedup();
+                if reached.iter().any(|p| seen.contains(p)) {
+                    continue;
+                }
                 let last = *path.last().expect("non-empty");
                 let Some(&y) = r.related(u, last).choose(rng) else {
                     continue;
@@ -268,11 +440,13 @@ fn beam(
                 rels.push(r);
                 let mut path = path.clone();
                 path.push(y);
-                next.push((rels, reached, path));
+                let mut seen = seen.clone();
+                seen.extend(&reached);
+                next.push((rels, reached, seen, path));
             }
         }
         next.shuffle(rng);
-        next.sort_by_key(|(_, set, _)| set.len()); // stable: ties stay in shuffled order
+        next.sort_by_key(|(_, set, _, _)| set.len()); // stable: ties stay in shuffled order
         next.truncate(BEAM_WIDTH);
         if next.is_empty() {
             return None;
@@ -280,6 +454,6 @@ fn beam(
         beam = next;
     }
     beam.into_iter()
-        .find(|(_, set, _)| set.len() == 1)
-        .map(|(rels, _, path)| (path, rels))
+        .find(|(_, set, _, _)| set.len() == 1)
+        .map(|(rels, _, _, path)| (anchor, path, rels))
 }

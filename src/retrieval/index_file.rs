@@ -389,6 +389,41 @@ impl SearchIndex {
         self.hnsw.as_ref()
     }
 
+    /// Writes the index file's bytes to `w` (header, vocabulary, documents, packed vectors,
+    /// SHA-256 trailer) and returns `w`.
+    pub fn write_to<W: Write>(&self, w: W) -> std::io::Result<W> {
+        let mut w = Hashing::new(w);
+        let header = serde_json::to_vec(&self.header)?;
+        w.write_all(MAGIC)?;
+        w.write_all(&FORMAT_VERSION.to_le_bytes())?;
+        w.write_all(&(header.len() as u64).to_le_bytes())?;
+        w.write_all(&header)?;
+        for (h, df) in &self.vocab {
+            w.write_all(&h.to_le_bytes())?;
+            w.write_all(&df.to_le_bytes())?;
+        }
+        for d in &self.docs {
+            w.write_all(&(d.id.len() as u32).to_le_bytes())?;
+            w.write_all(&(d.contents.len() as u32).to_le_bytes())?;
+            w.write_all(d.id.as_bytes())?;
+            w.write_all(d.contents.as_bytes())?;
+        }
+        let rows = self.flat.packed();
+        for chunk in rows.chunks(1 << 16) {
+            let bytes: Vec<u8> = chunk.iter().flat_map(|x| x.to_le_bytes()).collect();
+            w.write_all(&bytes)?;
+        }
+        let Hashing { inner: mut w, sha } = w;
+        w.write_all(&sha.finalize())?;
+        Ok(w)
+    }
+
+    /// The index file's bytes (what [`save`](Self::save) writes).
+    pub fn to_bytes(&self) -> Vec<u8> {
+        self.write_to(Vec::new())
+            .expect("writing to memory cannot fail")
+    }
+
     /// Writes the index to `path` atomically (temporary file, fsync, rename).
     pub fn save(&self, path: &Path) -> Result<(), RetrievalError> {
         let dir = path.parent().filter(|p| !p.as_os_str().is_empty());
@@ -404,35 +439,9 @@ impl SearchIndex {
         let io = |what: &str, e| RetrievalError::Io(format!("{what} {}", tmp.display()), e);
         let result = (|| {
             let file = std::fs::File::create(&tmp).map_err(|e| io("create", e))?;
-            let mut w = Hashing::new(BufWriter::with_capacity(1 << 20, file));
-            let header = serde_json::to_vec(&self.header)
-                .map_err(|e| RetrievalError::Format(format!("header: {e}")))?;
-            w.write_all(MAGIC).map_err(|e| io("write", e))?;
-            w.write_all(&FORMAT_VERSION.to_le_bytes())
+            let w = self
+                .write_to(BufWriter::with_capacity(1 << 20, file))
                 .map_err(|e| io("write", e))?;
-            w.write_all(&(header.len() as u64).to_le_bytes())
-                .map_err(|e| io("write", e))?;
-            w.write_all(&header).map_err(|e| io("write", e))?;
-            for (h, df) in &self.vocab {
-                w.write_all(&h.to_le_bytes()).map_err(|e| io("write", e))?;
-                w.write_all(&df.to_le_bytes()).map_err(|e| io("write", e))?;
-            }
-            for d in &self.docs {
-                w.write_all(&(d.id.len() as u32).to_le_bytes())
-                    .map_err(|e| io("write", e))?;
-                w.write_all(&(d.contents.len() as u32).to_le_bytes())
-                    .map_err(|e| io("write", e))?;
-                w.write_all(d.id.as_bytes()).map_err(|e| io("write", e))?;
-                w.write_all(d.contents.as_bytes())
-                    .map_err(|e| io("write", e))?;
-            }
-            let rows = self.flat.packed();
-            for chunk in rows.chunks(1 << 16) {
-                let bytes: Vec<u8> = chunk.iter().flat_map(|x| x.to_le_bytes()).collect();
-                w.write_all(&bytes).map_err(|e| io("write", e))?;
-            }
-            let Hashing { inner: mut w, sha } = w;
-            w.write_all(&sha.finalize()).map_err(|e| io("write", e))?;
             let file = w.into_inner().map_err(|e| io("flush", e.into_error()))?;
             file.sync_all().map_err(|e| io("sync", e))?;
             Ok(())

@@ -123,7 +123,7 @@ fn each_broken_invariant_is_an_error_naming_the_file_and_line() {
     let universe = dataset::load_universe(&data).unwrap();
     let engine = Engine::with_facts(&universe.facts()).unwrap();
     let (questions, _) =
-        question::generate(&universe, &engine, &QuestionConfig::default()).unwrap();
+        question::generate(&universe, &engine, &QuestionConfig::default(), None).unwrap();
     assert!(!questions.is_empty());
     // The untouched copy loads, and a modified questions.jsonl is refused by its hash.
     let dir = tempfile::tempdir().unwrap();
@@ -179,7 +179,7 @@ proptest! {
         if let Ok(universe) = dataset::load_universe(&data) {
             let engine = Engine::with_facts(&universe.facts()).unwrap();
             let config = QuestionConfig { per_template: 2, ..QuestionConfig::default() };
-            let generated = question::generate(&universe, &engine, &config);
+            let generated = question::generate(&universe, &engine, &config, None);
             prop_assert!(generated.is_ok(), "{:?}", generated.err());
         }
         let _ = dataset::load_questions(&data);

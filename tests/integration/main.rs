@@ -6,6 +6,7 @@ mod engine;
 mod fuzz;
 mod grpo;
 mod phantomwiki;
+mod question_quality;
 mod questions;
 mod retrieval;
 #[cfg(feature = "bert")]

@@ -70,7 +70,7 @@ fn generate(families: Vec<Family>, per: usize, easy: bool) -> Vec<question::Ques
         max_hops: 5,
         ..Default::default()
     };
-    question::generate(&w.universe, &w.engine, &config)
+    question::generate(&w.universe, &w.engine, &config, None)
         .unwrap()
         .0
 }
@@ -166,13 +166,13 @@ fn verification_shards_concatenate_to_the_whole_run() {
         ..Default::default()
     };
     let verify = |p| question::verify(std::slice::from_ref(&w.engine), p).unwrap();
-    let (whole, report) = verify(question::propose_all(&w.universe, &config).unwrap());
+    let (whole, report) = verify(question::propose_all(&w.universe, &config, None).unwrap());
     assert!(whole.len() > 40);
     for count in [1, 2, 3, 7] {
         let mut joined = Vec::new();
         let mut rejections = 0;
         for index in 0..count {
-            let shard = question::propose_all(&w.universe, &config)
+            let shard = question::propose_all(&w.universe, &config, None)
                 .unwrap()
                 .into_shard(index, count)
                 .unwrap();
@@ -184,7 +184,7 @@ fn verification_shards_concatenate_to_the_whole_run() {
         assert_eq!(joined, whole, "{count} shards");
         assert_eq!(rejections, report.rejections);
     }
-    let proposals = || question::propose_all(&w.universe, &config).unwrap();
+    let proposals = || question::propose_all(&w.universe, &config, None).unwrap();
     assert!(proposals().into_shard(3, 3).is_err());
     assert!(proposals().into_shard(0, 0).is_err());
 }
@@ -268,7 +268,7 @@ fn default_questions_are_golden() {
     ];
     for ((name, config), (golden_name, golden)) in configs.into_iter().zip(GOLDEN_QUESTIONS) {
         assert_eq!(name, golden_name);
-        let (questions, _) = question::generate(&universe, &engine, &config).unwrap();
+        let (questions, _) = question::generate(&universe, &engine, &config, None).unwrap();
         let mut bytes = Vec::new();
         for q in &questions {
             serde_json::to_writer(&mut bytes, q).unwrap();

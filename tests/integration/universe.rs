@@ -398,7 +398,7 @@ fn dataset_hashes(threads: usize) -> Vec<(String, String)> {
     pool.install(|| {
         let u = Universe::generate(&UniverseConfig::default()).unwrap();
         let articles = corpus::articles(&u);
-        universe_files(&u, &u.facts(), &articles, None)
+        universe_files(&u, &u.facts(), &articles, None, None)
             .unwrap()
             .into_iter()
             .map(|(name, bytes)| (name, sha256_hex(&bytes)))

@@ -25,7 +25,7 @@ pub struct SearchData {
 pub fn search_data(config: &QuestionConfig) -> SearchData {
     let universe = Universe::generate(&UniverseConfig::default()).unwrap();
     let engine = Engine::with_facts(&universe.facts()).unwrap();
-    let (questions, _) = question::generate(&universe, &engine, config).unwrap();
+    let (questions, _) = question::generate(&universe, &engine, config, None).unwrap();
     let docs: Vec<Document> = corpus::articles(&universe)
         .iter()
         .enumerate()
