@@ -61,3 +61,50 @@ older_of([A], [B], [Older]) :-
     (   DA @< DB -> Older = A
     ;   DB @< DA -> Older = B
     ).
+
+%% younger_of(+[A], +[B], -[Younger]): whichever of A and B was born last; fails on a tie or when
+%% either set is not a single person.
+younger_of([A], [B], [Younger]) :-
+    dob(A, DA), dob(B, DB),
+    (   DA @> DB -> Younger = A
+    ;   DB @> DA -> Younger = B
+    ).
+
+%% oldest_each(+Rel, +Xs, -Ys) / youngest_each(+Rel, +Xs, -Ys): the sorted union, over each X
+%% in Xs, of X's Rel-relatives born first / last (all of them on a tie). One hop_set per X and
+%% one pass over its relatives: bounded by the relatives of Xs, deterministic.
+oldest_each(Rel, Xs, Ys) :- extreme_each(first, Rel, Xs, Ys).
+youngest_each(Rel, Xs, Ys) :- extreme_each(last, Rel, Xs, Ys).
+
+extreme_each(Which, Rel, Xs, Ys) :-
+    findall(Y,
+            (   member(X, Xs),
+                hop_set(Rel, [X], Rs),
+                Rs \== [],
+                findall(D, (member(R, Rs), dob(R, D)), Ds),
+                sort(Ds, Sorted),
+                extreme(Which, Sorted, Best),
+                member(Y, Rs),
+                dob(Y, Best)
+            ),
+            F),
+    sort(F, Ys).
+
+%% extreme(+Which, +Sorted, -E): the first or the last element of a non-empty sorted list.
+extreme(first, [E|_], E).
+extreme(last, Sorted, E) :- last_of(Sorted, E).
+
+last_of([E], E) :- !.
+last_of([_|T], E) :- last_of(T, E).
+
+%% most_related(+Rel, +Xs, -Ys): the members of Xs with the largest number of distinct
+%% Rel-relatives (all of them on a tie; [] when Xs is empty).
+most_related(Rel, Xs, Ys) :-
+    findall(N-X, (member(X, Xs), hop_set(Rel, [X], Rs), length(Rs, N)), Ps),
+    (   Ps == [] -> Ys = []
+    ;   findall(N, member(N-_, Ps), Ns),
+        sort(Ns, SortedNs),
+        last_of(SortedNs, Max),
+        findall(X, member(Max-X, Ps), F),
+        sort(F, Ys)
+    ).

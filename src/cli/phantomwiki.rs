@@ -15,8 +15,9 @@ pub struct Args {
 #[derive(clap::Subcommand, Debug)]
 enum Command {
     /// Answer every question of a PhantomWiki output directory (facts.pl, questions.json,
-    /// articles.json) with rulegym's engine and compare. Prints a JSON report; exits 1 when a
-    /// question disagrees or fails, or an article states different sentences or facts.
+    /// articles.json) with rulegym's engine and compare. Prints a JSON report (and one line
+    /// per question shape on stderr); exits 1 when a question disagrees, fails or is malformed,
+    /// or an article states different sentences or facts (ambiguous questions do not fail).
     Verify {
         /// The PhantomWiki output directory.
         dir: PathBuf,
@@ -42,6 +43,13 @@ pub fn run(args: Args) -> Result<()> {
                 source,
             })?;
             println!("{json}");
+            let q = &report.questions;
+            for (shape, c) in &q.by_shape {
+                eprintln!(
+                    "{shape}: {} questions, {} agree, {} disagree, {} errors, {} ambiguous, {} malformed",
+                    c.questions, c.agree, c.disagree, c.errors, c.ambiguous, c.malformed
+                );
+            }
             if report.ok() {
                 Ok(())
             } else {
@@ -54,11 +62,13 @@ pub fn run(args: Args) -> Result<()> {
                     )
                 });
                 Err(Error::Config(format!(
-                    "{}: {} of {} questions disagree, {} failed{articles}",
+                    "{}: {} of {} questions disagree, {} failed, {} malformed ({} ambiguous){articles}",
                     dir.display(),
-                    report.questions.disagree,
-                    report.questions.questions,
-                    report.questions.errors
+                    q.disagree,
+                    q.questions,
+                    q.errors,
+                    q.malformed,
+                    q.ambiguous
                 )))
             }
         }

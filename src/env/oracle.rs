@@ -138,11 +138,25 @@ pub fn bounded_proof_plan(u: &Universe, query: &Query, limit: usize) -> Option<P
                 reader.hop(&[p], r);
             }
         }
-        Query::Older(a, b) => {
+        Query::Older(a, b) | Query::Younger(a, b) | Query::BornFirst(a, b) => {
             let ea = reader.chain(a);
             let eb = reader.chain(b);
             reader.read(&ea);
             reader.read(&eb);
+        }
+        // Each base person's relatives, then every relative's article (for the date of birth).
+        Query::Oldest(chain, r) | Query::Youngest(chain, r) => {
+            let base = reader.chain(chain);
+            for p in base {
+                let relatives = reader.hop(&[p], r);
+                reader.read(&relatives);
+            }
+        }
+        Query::MostRelatives(chain, r) => {
+            let end = reader.chain(chain);
+            for p in end {
+                reader.hop(&[p], r);
+            }
         }
     }
     (reader.searches() <= limit).then_some(reader.plan)

@@ -332,8 +332,11 @@ pub fn difficulty(query: &Query) -> u32 {
     }
     d + match query {
         Query::What(..) => 1,
-        Query::HowMany(_, r) => 1 + relation(r).map_or(1, |r| r.weight as u32),
-        Query::Who(_) | Query::Older(..) => 0,
+        Query::HowMany(_, r)
+        | Query::Oldest(_, r)
+        | Query::Youngest(_, r)
+        | Query::MostRelatives(_, r) => 1 + relation(r).map_or(1, |r| r.weight as u32),
+        Query::Who(_) | Query::Older(..) | Query::Younger(..) | Query::BornFirst(..) => 0,
     }
 }
 
@@ -741,6 +744,11 @@ fn record(
         Query::What(..) => "what",
         Query::HowMany(..) => "how-many",
         Query::Older(..) => "comparison",
+        Query::Younger(..) => "comparison-younger",
+        Query::BornFirst(..) => "comparison-born-first",
+        Query::Oldest(..) => "superlative-oldest",
+        Query::Youngest(..) => "superlative-youngest",
+        Query::MostRelatives(..) => "superlative-most",
     };
     Question {
         id: format!("{}-{}-{index:05}", family.name(), p.cell),

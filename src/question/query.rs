@@ -104,6 +104,89 @@ pub enum Query {
     HowMany(Chain, String),
     /// Which of the two (each chain must end at one person) was born first; no answer on a tie.
     Older(Chain, Chain),
+    /// Which of the two (each chain must end at one person) was born last; no answer on a tie
+    /// ("Who is younger, A, or B?").
+    Younger(Chain, Chain),
+    /// The same answer as [`Query::Older`], asked as "Who was born first, A, or B?".
+    BornFirst(Chain, Chain),
+    /// "Who is the oldest R of <chain>?": for each person at the end of the chain, their
+    /// R-relatives born first (all of them on a tie); the union over the chain's end (the
+    /// per-binding reading of the `\+ (R(Y, Z), dob(Z, D2), Z \= A, D2 @< D)` query).
+    Oldest(Chain, String),
+    /// "Who is the youngest R of <chain>?": as [`Query::Oldest`], born last.
+    Youngest(Chain, String),
+    /// "Who has the most Rs among <chain>?": the people at the end of the chain with the largest
+    /// number of distinct R-relatives (all of them on a tie; none when the end is empty).
+    MostRelatives(Chain, String),
+}
+
+/// The two ends of a date-of-birth comparison.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Born {
+    First,
+    Last,
+}
+
+impl Born {
+    /// The prelude predicate comparing two one-person sets.
+    fn pair_predicate(self) -> &'static str {
+        match self {
+            Born::First => "older_of",
+            Born::Last => "younger_of",
+        }
+    }
+
+    /// The prelude predicate of the superlative.
+    fn each_predicate(self) -> &'static str {
+        match self {
+            Born::First => "oldest_each",
+            Born::Last => "youngest_each",
+        }
+    }
+
+    /// Whether date `a` wins over date `b`.
+    fn wins(self, a: &str, b: &str) -> bool {
+        match self {
+            Born::First => a < b,
+            Born::Last => a > b,
+        }
+    }
+}
+
+/// The people of `set` born first (or last), all of them on a tie; sorted.
+pub(crate) fn extreme_born(u: &Universe, set: &[PersonId], oldest: bool) -> Vec<PersonId> {
+    let born = if oldest { Born::First } else { Born::Last };
+    let Some(best) = set
+        .iter()
+        .map(|&p| u.person(p).dob.as_str())
+        .reduce(|best, d| if born.wins(d, best) { d } else { best })
+    else {
+        return Vec::new();
+    };
+    let mut out: Vec<PersonId> = set
+        .iter()
+        .copied()
+        .filter(|&p| u.person(p).dob == best)
+        .collect();
+    out.sort_unstable();
+    out.dedup();
+    out
+}
+
+/// The people of `set` with the most distinct `r`-relatives, all of them on a tie; sorted.
+pub(crate) fn most_related(u: &Universe, set: &[PersonId], r: &Relation) -> Vec<PersonId> {
+    let counts: Vec<(PersonId, usize)> = set.iter().map(|&p| (p, r.related(u, p).len())).collect();
+    let Some(max) = counts.iter().map(|&(_, n)| n).max() else {
+        return Vec::new();
+    };
+    let mut out: Vec<PersonId> = counts
+        .into_iter()
+        .filter(|&(_, n)| n == max)
+        .map(|(p, _)| p)
+        .collect();
+    out.sort_unstable();
+    out.dedup();
+    out
 }
 
 /// A query's answers: sorted, distinct strings.
@@ -235,7 +318,19 @@ impl Query {
     pub fn chains(&self) -> Vec<&Chain> {
         match self {
             Query::Who(c) | Query::What(c, _) | Query::HowMany(c, _) => vec![c],
-            Query::Older(a, b) => vec![a, b],
+            Query::Oldest(c, _) | Query::Youngest(c, _) | Query::MostRelatives(c, _) => vec![c],
+            Query::Older(a, b) | Query::Younger(a, b) | Query::BornFirst(a, b) => vec![a, b],
+        }
+    }
+
+    /// The relation a superlative or a count applies to the chain's end, if any.
+    pub fn relation(&self) -> Option<&str> {
+        match self {
+            Query::HowMany(_, r)
+            | Query::Oldest(_, r)
+            | Query::Youngest(_, r)
+            | Query::MostRelatives(_, r) => Some(r),
+            _ => None,
         }
     }
 
@@ -245,6 +340,9 @@ impl Query {
             for r in chain.hops() {
                 rel(r)?;
             }
+        }
+        if let Some(r) = self.relation() {
+            rel(r)?;
         }
         let mut goals = Vec::new();
         let mut next = 0;
@@ -273,14 +371,38 @@ impl Query {
                     [Term::atom(r.as_str()), Term::var(&end), Term::var(&answer)],
                 ));
             }
-            Query::Older(a, b) => {
+            Query::Older(a, b) | Query::Younger(a, b) | Query::BornFirst(a, b) => {
+                let born = if matches!(self, Query::Younger(..)) {
+                    Born::Last
+                } else {
+                    Born::First
+                };
                 let (ea, eb) = (
                     a.goals(&mut next, &mut goals),
                     b.goals(&mut next, &mut goals),
                 );
                 goals.push(Term::compound(
-                    "older_of",
+                    born.pair_predicate(),
                     [Term::var(&ea), Term::var(&eb), Term::var(&answer)],
+                ));
+            }
+            Query::Oldest(chain, r) | Query::Youngest(chain, r) => {
+                let born = if matches!(self, Query::Oldest(..)) {
+                    Born::First
+                } else {
+                    Born::Last
+                };
+                let end = chain.goals(&mut next, &mut goals);
+                goals.push(Term::compound(
+                    born.each_predicate(),
+                    [Term::atom(r.as_str()), Term::var(&end), Term::var(&answer)],
+                ));
+            }
+            Query::MostRelatives(chain, r) => {
+                let end = chain.goals(&mut next, &mut goals);
+                goals.push(Term::compound(
+                    "most_related",
+                    [Term::atom(r.as_str()), Term::var(&end), Term::var(&answer)],
                 ));
             }
         }
@@ -332,17 +454,39 @@ impl Query {
                     .map(|p| r.related(u, p).len().to_string())
                     .collect()
             }
-            Query::Older(a, b) => match (&a.evaluate_native(u)?[..], &b.evaluate_native(u)?[..]) {
-                (&[pa], &[pb]) => {
-                    let (da, db) = (&u.person(pa).dob, &u.person(pb).dob);
-                    match da.cmp(db) {
-                        std::cmp::Ordering::Less => names(vec![pa]),
-                        std::cmp::Ordering::Greater => names(vec![pb]),
-                        std::cmp::Ordering::Equal => Vec::new(),
+            Query::Older(a, b) | Query::Younger(a, b) | Query::BornFirst(a, b) => {
+                match (&a.evaluate_native(u)?[..], &b.evaluate_native(u)?[..]) {
+                    (&[pa], &[pb]) => {
+                        let (da, db) = (&u.person(pa).dob, &u.person(pb).dob);
+                        let first = match da.cmp(db) {
+                            std::cmp::Ordering::Less => Some((pa, pb)),
+                            std::cmp::Ordering::Greater => Some((pb, pa)),
+                            std::cmp::Ordering::Equal => None,
+                        };
+                        match first {
+                            Some((_, last)) if matches!(self, Query::Younger(..)) => {
+                                names(vec![last])
+                            }
+                            Some((first, _)) => names(vec![first]),
+                            None => Vec::new(),
+                        }
                     }
+                    _ => Vec::new(),
                 }
-                _ => Vec::new(),
-            },
+            }
+            Query::Oldest(chain, r) | Query::Youngest(chain, r) => {
+                let r = rel(r)?;
+                let oldest = matches!(self, Query::Oldest(..));
+                let mut out = Vec::new();
+                for p in chain.evaluate_native(u)? {
+                    out.extend(extreme_born(u, &r.related(u, p), oldest));
+                }
+                names(out)
+            }
+            Query::MostRelatives(chain, r) => {
+                let r = rel(r)?;
+                names(most_related(u, &chain.evaluate_native(u)?, r))
+            }
         };
         answers.sort();
         answers.dedup();
@@ -409,13 +553,208 @@ impl Query {
                 atoms.extend(inner);
                 "Count".to_owned()
             }
-            Query::Older(a, b) => {
+            Query::Older(a, b) | Query::Younger(a, b) | Query::BornFirst(a, b) => {
                 let ea = chain_atoms(a, &mut atoms);
                 let eb = chain_atoms(b, &mut atoms);
-                atoms.push(format!("older_of({ea}, {eb}, Y0)"));
+                let born = if matches!(self, Query::Younger(..)) {
+                    Born::Last
+                } else {
+                    Born::First
+                };
+                atoms.push(format!("{}({ea}, {eb}, Y0)", born.pair_predicate()));
                 "Y0".to_owned()
+            }
+            // The public extensions' form, outermost first:
+            // `\+ (R(Y, Z), dob(Z, D2), Z \= Y0, D2 @< D)`, `dob(Y0, D)`, `R(Y, Y0)`, chain.
+            Query::Oldest(chain, r) | Query::Youngest(chain, r) => {
+                let mut inner = Vec::new();
+                let end = chain_atoms(chain, &mut inner);
+                let op = if matches!(self, Query::Oldest(..)) {
+                    "@<"
+                } else {
+                    "@>"
+                };
+                atoms.push(format!(
+                    "\\+ ({r}({end}, Z), dob(Z, D2), Z \\= Y0, D2 {op} D)"
+                ));
+                atoms.push("dob(Y0, D)".to_owned());
+                atoms.push(format!("{r}({end}, Y0)"));
+                atoms.extend(inner);
+                "Y0".to_owned()
+            }
+            // The public extensions' form: the chain to each candidate, its count, and no other
+            // candidate (the chain again, with fresh variables) with a larger count.
+            Query::MostRelatives(chain, r) => {
+                let mut outer = Vec::new();
+                let end = chain_atoms(chain, &mut outer);
+                let mut again = Vec::new();
+                let other = chain_atoms(chain, &mut again);
+                again.push(format!("{other} \\= {end}"));
+                again.push(format!(
+                    "aggregate_all(count, distinct({r}({other}, W)), Count2)"
+                ));
+                again.push("Count2 > Count".to_owned());
+                atoms.push(format!("\\+ ({})", again.join(", ")));
+                atoms.push(format!(
+                    "aggregate_all(count, distinct({r}({end}, Z)), Count)"
+                ));
+                atoms.extend(outer);
+                end
             }
         };
         (atoms, answer)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::universe::UniverseConfig;
+
+    fn name(u: &Universe, p: PersonId) -> Chain {
+        Chain {
+            anchor: Anchor::Name(u.person(p).name.clone()),
+            steps: Vec::new(),
+        }
+    }
+
+    fn hop(mut chain: Chain, r: &str) -> Chain {
+        chain.steps.push(ChainStep::Hop(r.to_owned()));
+        chain
+    }
+
+    /// "the person whose occupation is O and whose hobby is H" for person `p`.
+    fn described(u: &Universe, p: PersonId) -> Chain {
+        let person = u.person(p);
+        Chain {
+            anchor: Anchor::Attribute {
+                attribute: Attr::Job,
+                value: person.occupation.clone(),
+            },
+            steps: vec![ChainStep::Filter {
+                attribute: Attr::Hobby,
+                value: person.hobby.clone(),
+            }],
+        }
+    }
+
+    /// Engine and native evaluator agree on every extended variant, over chains anchored on
+    /// names and on multi-attribute descriptions, with one- and several-person ends.
+    #[test]
+    fn extended_variants_engine_equals_native() {
+        let config = UniverseConfig {
+            num_family_trees: 12,
+            seed: 7,
+            easy_mode: false,
+            ..UniverseConfig::default()
+        };
+        let u = Universe::generate(&config).unwrap();
+        let engine = Engine::with_facts(&u.facts()).unwrap();
+        let people = u.people.len() as PersonId;
+        let relations = [
+            "child",
+            "sibling",
+            "friend",
+            "parent",
+            "cousin",
+            "aunt",
+            "grandchild",
+        ];
+        let (mut checked, mut answered) = (0, 0);
+        for (i, p) in (0..people).step_by(3).take(40).enumerate() {
+            let q = (p * 7 + 5) % people;
+            let r = relations[i % relations.len()];
+            let queries = [
+                Query::Older(name(&u, p), name(&u, q)),
+                Query::Younger(name(&u, p), described(&u, q)),
+                Query::BornFirst(hop(name(&u, p), "parent"), name(&u, q)),
+                Query::Younger(hop(name(&u, p), "sibling"), hop(name(&u, q), "friend")),
+                Query::Oldest(name(&u, p), r.to_owned()),
+                Query::Youngest(name(&u, p), r.to_owned()),
+                Query::Oldest(hop(name(&u, p), "friend"), r.to_owned()),
+                Query::Youngest(described(&u, q), "child".to_owned()),
+                Query::MostRelatives(hop(name(&u, p), r), "child".to_owned()),
+                Query::MostRelatives(hop(name(&u, p), "friend"), r.to_owned()),
+                Query::MostRelatives(described(&u, p), "friend".to_owned()),
+                Query::Who(described(&u, p)),
+            ];
+            for query in queries {
+                let gold = query.evaluate(&engine).unwrap();
+                let native = query.evaluate_native(&u).unwrap();
+                assert_eq!(gold, native, "{query:?}");
+                checked += 1;
+                answered += usize::from(!gold.is_empty());
+            }
+        }
+        assert_eq!(checked, 40 * 12);
+        assert!(
+            answered > checked / 2,
+            "only {answered} of {checked} answered"
+        );
+    }
+
+    #[test]
+    fn comparisons_and_superlatives_on_a_known_family() {
+        let config = UniverseConfig {
+            num_family_trees: 4,
+            seed: 2,
+            ..UniverseConfig::default()
+        };
+        let u = Universe::generate(&config).unwrap();
+        let engine = Engine::with_facts(&u.facts()).unwrap();
+        // A parent with two or more children born on different days.
+        let (parent, kids) = (0..u.people.len() as PersonId)
+            .find_map(|p| {
+                let kids = &u.person(p).children;
+                let mut dobs: Vec<&str> = kids.iter().map(|&k| u.person(k).dob.as_str()).collect();
+                dobs.sort_unstable();
+                dobs.dedup();
+                (dobs.len() >= 2 && dobs.len() == kids.len()).then(|| (p, kids.clone()))
+            })
+            .expect("a family with children");
+        let mut by_age = kids.clone();
+        by_age.sort_by(|&a, &b| u.person(a).dob.cmp(&u.person(b).dob));
+        let (first, last) = (by_age[0], *by_age.last().unwrap());
+        let n = |p: PersonId| vec![u.person(p).name.clone()];
+        let check = |q: Query, want: Vec<String>| {
+            assert_eq!(q.evaluate(&engine).unwrap(), want, "{q:?}");
+            assert_eq!(q.evaluate_native(&u).unwrap(), want, "{q:?}");
+        };
+        check(Query::Oldest(name(&u, parent), "child".into()), n(first));
+        check(Query::Youngest(name(&u, parent), "child".into()), n(last));
+        check(Query::Older(name(&u, first), name(&u, last)), n(first));
+        check(Query::BornFirst(name(&u, last), name(&u, first)), n(first));
+        check(Query::Younger(name(&u, first), name(&u, last)), n(last));
+        // A side of several people has no single answer.
+        check(
+            Query::Younger(hop(name(&u, parent), "child"), name(&u, parent)),
+            Vec::new(),
+        );
+        assert!(question_texts_are_distinct(&u, parent));
+    }
+
+    fn question_texts_are_distinct(u: &Universe, p: PersonId) -> bool {
+        use crate::question::text::question_text;
+        let texts = [
+            question_text(&Query::Older(name(u, p), name(u, p))),
+            question_text(&Query::Younger(name(u, p), name(u, p))),
+            question_text(&Query::BornFirst(name(u, p), name(u, p))),
+            question_text(&Query::Oldest(name(u, p), "child".into())),
+            question_text(&Query::Youngest(name(u, p), "child".into())),
+            question_text(&Query::MostRelatives(
+                hop(name(u, p), "child"),
+                "friend".into(),
+            )),
+        ];
+        let most = &texts[5];
+        assert!(
+            most.starts_with("Who has the most friends among the children of "),
+            "{most}"
+        );
+        texts
+            .iter()
+            .collect::<std::collections::BTreeSet<_>>()
+            .len()
+            == texts.len()
     }
 }

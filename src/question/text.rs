@@ -54,5 +54,45 @@ pub fn question_text(query: &Query) -> String {
             format!("How many {plural} does {} have?", chain_phrase(chain))
         }
         Query::Older(a, b) => format!("Who is older, {}, or {}?", chain_phrase(a), chain_phrase(b)),
+        Query::Younger(a, b) => {
+            format!(
+                "Who is younger, {}, or {}?",
+                chain_phrase(a),
+                chain_phrase(b)
+            )
+        }
+        Query::BornFirst(a, b) => format!(
+            "Who was born first, {}, or {}?",
+            chain_phrase(a),
+            chain_phrase(b)
+        ),
+        Query::Oldest(chain, r) | Query::Youngest(chain, r) => {
+            let which = if matches!(query, Query::Oldest(..)) {
+                "oldest"
+            } else {
+                "youngest"
+            };
+            let noun = relation(r).map_or(r.as_str(), |r| r.singular);
+            format!("Who is the {which} {noun} of {}?", chain_phrase(chain))
+        }
+        Query::MostRelatives(chain, r) => {
+            let plural = relation(r).map_or(r.as_str(), |r| r.plural);
+            format!("Who has the most {plural} among {}?", plural_phrase(chain))
+        }
+    }
+}
+
+/// "the children of Ann Lee": the chain's phrase with its last relation in the plural (a chain
+/// ending in a filter, or with no relation, keeps [`chain_phrase`]).
+pub fn plural_phrase(chain: &Chain) -> String {
+    if let Some((ChainStep::Hop(r), rest)) = chain.steps.split_last() {
+        let inner = Chain {
+            anchor: chain.anchor.clone(),
+            steps: rest.to_vec(),
+        };
+        let plural = relation(r).map_or(r.as_str(), |r| r.plural);
+        format!("the {plural} of {}", chain_phrase(&inner))
+    } else {
+        chain_phrase(chain)
     }
 }

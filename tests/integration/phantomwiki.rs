@@ -98,13 +98,15 @@ fn a_changed_answer_is_a_disagreement() {
     pw.questions[9].prolog.query[0] = "friend(Y_4, Y_2".into();
     let report = verify_dir(&pw).unwrap();
     let q = &report.questions;
-    assert_eq!((q.agree, q.disagree, q.errors), (377, 2, 1));
+    // An atom that is not a term makes the record malformed (it was counted as an error before
+    // the extended shapes).
+    assert_eq!((q.agree, q.disagree, q.errors, q.malformed), (377, 2, 0, 1));
     assert_eq!(
         q.disagreements.iter().map(|d| d.index).collect::<Vec<_>>(),
         [5, 7]
     );
     assert!(
-        q.error_details[0]
+        q.malformed_details[0]
             .error
             .as_ref()
             .unwrap()
@@ -151,4 +153,113 @@ fn cli_prints_the_summary_and_fails_on_disagreement() {
         .arg(dir.path().join("nope")));
     assert_eq!(missing.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&missing.stderr).contains("facts.pl"));
+}
+
+/// The extended shapes of public PhantomWiki extensions over the n100 universe: every answer was
+/// worked out by hand (tests/fixtures/phantomwiki-extended-shapes/README.md).
+#[test]
+fn extended_shapes_are_verified_per_shape() {
+    let pw = read_dir(&fixture("phantomwiki-extended-shapes")).unwrap();
+    let report = verify_dir(&pw).unwrap();
+    let q = &report.questions;
+    let summary = format!(
+        "disagreements {:#?}\nerrors {:#?}\nambiguous {:#?}\nmalformed {:#?}",
+        q.disagreements, q.error_details, q.ambiguous_details, q.malformed_details
+    );
+    assert_eq!(q.questions, 19);
+    assert_eq!(
+        (q.agree, q.disagree, q.errors, q.ambiguous, q.malformed),
+        (11, 1, 1, 2, 4),
+        "{summary}"
+    );
+    assert_eq!(q.oracle_disagree, 0, "{summary}");
+    // (shape, questions, agree, disagree, errors, ambiguous, malformed)
+    let expected: &[(&str, usize, usize, usize, usize, usize, usize)] = &[
+        ("born-first", 1, 1, 0, 0, 0, 0),
+        ("how-many", 1, 1, 0, 0, 0, 0),
+        ("most", 2, 1, 0, 0, 1, 0),
+        ("multi-attribute", 3, 2, 0, 0, 0, 1),
+        ("older", 2, 1, 1, 0, 0, 0),
+        ("oldest", 1, 1, 0, 0, 0, 0),
+        ("undecided", 1, 0, 0, 0, 0, 1),
+        ("unsupported", 1, 0, 0, 1, 0, 0),
+        ("what", 1, 1, 0, 0, 0, 0),
+        ("who", 2, 1, 0, 0, 0, 1),
+        ("younger", 2, 1, 0, 0, 1, 0),
+        ("youngest", 2, 1, 0, 0, 0, 1),
+    ];
+    let got: Vec<(&str, usize, usize, usize, usize, usize, usize)> = q
+        .by_shape
+        .iter()
+        .map(|(s, c)| {
+            (
+                s.as_str(),
+                c.questions,
+                c.agree,
+                c.disagree,
+                c.errors,
+                c.ambiguous,
+                c.malformed,
+            )
+        })
+        .collect();
+    assert_eq!(got, expected, "{summary}");
+    let indices = |checks: &[rulegym::dataset::phantomwiki::QuestionCheck]| {
+        checks.iter().map(|c| c.index).collect::<Vec<_>>()
+    };
+    assert_eq!(indices(&q.disagreements), [13]);
+    assert_eq!(indices(&q.ambiguous_details), [11, 12]);
+    assert_eq!(indices(&q.malformed_details), [14, 15, 16, 17]);
+    assert_eq!(indices(&q.error_details), [18]);
+    for check in q.malformed_details.iter().chain(&q.error_details) {
+        let error = check.error.as_deref().unwrap();
+        assert!(
+            error.starts_with(&format!("question {}: ", check.index)),
+            "{error}"
+        );
+    }
+    // The engine's answers of the agreeing extended shapes, and the per-binding gold of the
+    // ambiguous comparison (a two-person side has no answer).
+    assert_eq!(q.ambiguous_details[0].got.as_deref(), Some(&[][..]));
+    assert!(
+        !report.ok(),
+        "malformed records and a disagreement fail the check"
+    );
+
+    // The CLI: exit 1, the new counts in the JSON and on stderr.
+    let out = run(rulegym()
+        .args(["phantomwiki", "verify", "--compact"])
+        .arg(fixture("phantomwiki-extended-shapes")));
+    assert_eq!(out.status.code(), Some(1));
+    let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(json["ambiguous"], 2);
+    assert_eq!(json["malformed"], 4);
+    assert_eq!(json["by_shape"]["younger"]["ambiguous"], 1);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("1 of 19 questions disagree, 1 failed, 4 malformed (2 ambiguous)"),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains("most: 2 questions, 1 agree, 0 disagree, 0 errors, 1 ambiguous"),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn a_bad_record_is_an_error_naming_its_index() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::copy(
+        fixture(FIXTURES[0]).join("facts.pl"),
+        dir.path().join("facts.pl"),
+    )
+    .unwrap();
+    std::fs::write(
+        dir.path().join("questions.json"),
+        r#"[{"question": "Who?", "answer": [], "prolog": {"query": [], "answer": "X"}, "type": "x"},
+            {"question": "Who?", "answer": [], "prolog": {"query": []}}]"#,
+    )
+    .unwrap();
+    let err = read_dir(dir.path()).unwrap_err().to_string();
+    assert!(err.contains("question 1"), "{err}");
 }

@@ -12,6 +12,10 @@
 //!   `prolog.answer` are compiled into a typed [`Query`] ([`compile_query`]) by a strict little
 //!   parser, evaluated set-at-a-time by the engine, and compared with PhantomWiki's `answer`
 //!   list as sets ([`verify_questions`]).
+//! - Extended shapes of public PhantomWiki extensions (comparisons, superlatives, "the most",
+//!   multi-attribute anchors) compile too ([`compile_record`] lets the text decide what a date
+//!   comparison asks); [`verify_questions`] reports agree / disagree / errors / ambiguous /
+//!   malformed, overall and per shape ([`SHAPES`]).
 //! - `articles.json`: rulegym's article for each person is compared sentence by sentence with
 //!   PhantomWiki's ([`compare_articles`]); a sentence whose list items come in another order is
 //!   counted separately from a real difference.
@@ -150,10 +154,13 @@ pub struct DirReport {
 }
 
 impl DirReport {
-    /// Every question agrees and no article sentence differs (list order aside).
+    /// No question disagrees, fails or is malformed, and no article sentence differs (list
+    /// order aside). Ambiguous questions do not fail the check: rulegym's answer agrees with a
+    /// reading of the question, and the ambiguity is the generator's (they are reported apart).
     pub fn ok(&self) -> bool {
         self.questions.disagree == 0
             && self.questions.errors == 0
+            && self.questions.malformed == 0
             && self
                 .articles
                 .as_ref()
@@ -279,6 +286,192 @@ mod tests {
                 q(atoms, answer).is_err(),
                 "{atoms:?} / {answer} must be refused"
             );
+        }
+    }
+
+    fn named(name: &str, hops: &[&str]) -> Chain {
+        Chain {
+            anchor: Anchor::Name(name.into()),
+            steps: hops.iter().map(|r| ChainStep::Hop((*r).into())).collect(),
+        }
+    }
+
+    #[test]
+    fn extended_queries_compile() {
+        // Extension form (innermost first, the answer variable unbound): a date comparison.
+        let cmp = q(
+            &["dob(\"Ann B\", D1)", "dob(\"Bob B\", D2)", "D1 @< D2"],
+            "X",
+        )
+        .unwrap();
+        assert_eq!(cmp, Query::Older(named("Ann B", &[]), named("Bob B", &[])));
+        // Reference form (outermost first), a chain and a multi-attribute side.
+        let cmp = q(
+            &[
+                "CmpDL @< CmpDR",
+                "dob(Y_a, CmpDL)",
+                "dob(Y_b, CmpDR)",
+                "friend(Y_1, Y_a)",
+                "sibling(\"Ann B\", Y_1)",
+                "hobby(Y_b, \"chess\")",
+                "job(Y_b, \"cook\")",
+                "dob(Y_b, \"0500-01-02\")",
+            ],
+            "Y",
+        )
+        .unwrap();
+        // Outermost first: the last attribute atom is the anchor.
+        let described = Chain {
+            anchor: Anchor::Attribute {
+                attribute: Attr::Dob,
+                value: "0500-01-02".into(),
+            },
+            steps: vec![
+                ChainStep::Filter {
+                    attribute: Attr::Job,
+                    value: "cook".into(),
+                },
+                ChainStep::Filter {
+                    attribute: Attr::Hobby,
+                    value: "chess".into(),
+                },
+            ],
+        };
+        assert_eq!(
+            cmp,
+            Query::Older(named("Ann B", &["sibling", "friend"]), described.clone())
+        );
+        assert_eq!(
+            question_text(&Query::Younger(named("Ann B", &[]), described.clone())),
+            "Who is younger, Ann B, or the person whose date of birth is 0500-01-02 and whose \
+             occupation is cook and whose hobby is chess?"
+        );
+        // Superlatives, both forms and both comparison orders.
+        let youngest = q(
+            &[
+                "child(\"Ann B\", X)",
+                "dob(X, D)",
+                "\\+ (child(\"Ann B\", Y), dob(Y, D2), Y \\= X, D2 @> D)",
+            ],
+            "X",
+        )
+        .unwrap();
+        assert_eq!(
+            youngest,
+            Query::Youngest(named("Ann B", &[]), "child".into())
+        );
+        let oldest = q(
+            &[
+                "\\+ (sister(Y_2, Z), dob(Z, D2), Z \\= A, D @> D2)",
+                "dob(A, D)",
+                "sister(Y_2, A)",
+                "friend(\"Ann B\", Y_2)",
+            ],
+            "A",
+        )
+        .unwrap();
+        assert_eq!(
+            oldest,
+            Query::Oldest(named("Ann B", &["friend"]), "sister".into())
+        );
+        let most = q(
+            &[
+                "sibling(\"Ann B\", X)",
+                "aggregate_all(count, distinct(child(X, Z)), C)",
+                "\\+ (sibling(\"Ann B\", Y), Y \\= X, aggregate_all(count, distinct(child(Y, W)), C2), C2 > C)",
+            ],
+            "X",
+        )
+        .unwrap();
+        assert_eq!(
+            most,
+            Query::MostRelatives(named("Ann B", &["sibling"]), "child".into())
+        );
+        // Several attributes on the answer variable: anchored on the first (the text's order).
+        let multi = q(&["job(X, \"cook\")", "hobby(X, \"chess\")"], "X").unwrap();
+        assert_eq!(
+            question_text(&multi),
+            "Who is the person whose occupation is cook and whose hobby is chess?"
+        );
+    }
+
+    #[test]
+    fn extended_atoms_compile_back() {
+        let chains = [
+            named("Ann B", &[]),
+            named("Ann B", &["friend", "sibling"]),
+            Chain {
+                anchor: Anchor::Attribute {
+                    attribute: Attr::Job,
+                    value: "cook".into(),
+                },
+                steps: vec![
+                    ChainStep::Filter {
+                        attribute: Attr::Hobby,
+                        value: "chess".into(),
+                    },
+                    ChainStep::Hop("child".into()),
+                ],
+            },
+        ];
+        for chain in chains {
+            let mut queries = vec![
+                Query::Oldest(chain.clone(), "sister".into()),
+                Query::Youngest(chain.clone(), "friend".into()),
+            ];
+            if !chain.steps.is_empty() {
+                queries.push(Query::MostRelatives(chain.clone(), "child".into()));
+            }
+            for query in queries {
+                let (atoms, answer) = query.atoms();
+                assert_eq!(
+                    compile_query(&atoms, &answer),
+                    Ok(query.clone()),
+                    "{atoms:?}"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn bad_extended_queries_are_errors() {
+        let cases: &[&[&str]] = &[
+            // The negation asks about another relation.
+            &[
+                "child(\"A\", X)",
+                "dob(X, D)",
+                "\\+ (sister(\"A\", Y), dob(Y, D2), Y \\= X, D2 @> D)",
+            ],
+            // No comparison of the dates in the negation.
+            &[
+                "child(\"A\", X)",
+                "dob(X, D)",
+                "\\+ (child(\"A\", Y), dob(Y, D2), Y \\= X)",
+            ],
+            // Another candidate set in the negation.
+            &[
+                "sibling(\"A\", X)",
+                "aggregate_all(count, distinct(child(X, Z)), C)",
+                "\\+ (friend(\"A\", Y), Y \\= X, aggregate_all(count, distinct(child(Y, W)), C2), C2 > C)",
+            ],
+            // A date comparison with a side nothing leads to.
+            &["D1 @< D2", "dob(Y_a, D1)", "dob(\"B\", D2)"],
+            // An unused atom.
+            &[
+                "dob(\"A\", D1)",
+                "dob(\"B\", D2)",
+                "D1 @< D2",
+                "friend(\"A\", Y)",
+            ],
+            // A count comparison.
+            &[
+                "aggregate_all(count, distinct(child(\"A\", X)), C1)",
+                "aggregate_all(count, distinct(child(\"B\", Y)), C2)",
+                "C1 > C2",
+            ],
+        ];
+        for atoms in cases {
+            assert!(q(atoms, "X").is_err(), "{atoms:?} must be refused");
         }
     }
 
