@@ -23,6 +23,7 @@ pub mod gpu;
 pub mod grpo;
 pub mod io;
 pub mod llm;
+pub mod preset;
 pub mod question;
 pub mod relations;
 pub mod retrieval;

@@ -3,36 +3,41 @@
 use super::questions::QuestionArgs;
 use crate::Result;
 use crate::dataset::{self, BuildConfig, BuildEvent};
-use crate::question;
+use crate::preset::Preset;
+use crate::question::{self, QuestionConfig};
 use crate::universe::UniverseConfig;
 use indicatif::{ProgressBar, ProgressStyle};
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 /// Flags of `rulegym generate`; defaults reproduce the PhantomEnvironments training universe.
+/// Flags override the preset's values, if a preset is given.
 #[derive(clap::Args, Debug)]
 pub struct Args {
     /// Output directory (written atomically).
     #[arg(long)]
     out: PathBuf,
+    /// A named configuration to start from (`phantomenvs`: the paper's training set).
+    #[arg(long)]
+    preset: Option<String>,
     /// Master seed.
     #[arg(long, default_value_t = 1)]
     seed: u64,
-    /// Number of family trees.
-    #[arg(long, default_value_t = 100)]
-    num_family_trees: usize,
-    /// Target people per tree (trees hold this many or one more).
-    #[arg(long, default_value_t = 10)]
-    max_family_tree_size: usize,
-    /// Maximum generations per tree.
-    #[arg(long, default_value_t = 10)]
-    max_family_tree_depth: usize,
-    /// Maximum children per couple.
-    #[arg(long, default_value_t = 5)]
-    max_branching_factor: usize,
-    /// Expected number of friends per person.
-    #[arg(long, default_value_t = 3.0)]
-    friendship_k: f64,
+    /// Number of family trees [default: 100].
+    #[arg(long)]
+    num_family_trees: Option<usize>,
+    /// Target people per tree (trees hold this many or one more) [default: 10].
+    #[arg(long)]
+    max_family_tree_size: Option<usize>,
+    /// Maximum generations per tree [default: 10].
+    #[arg(long)]
+    max_family_tree_depth: Option<usize>,
+    /// Maximum children per couple [default: 5].
+    #[arg(long)]
+    max_branching_factor: Option<usize>,
+    /// Expected number of friends per person [default: 3].
+    #[arg(long)]
+    friendship_k: Option<f64>,
     /// Hard mode: questions may use all 45 relations (recorded in the manifest).
     #[arg(long)]
     hard_mode: bool,
@@ -52,16 +57,37 @@ pub struct Args {
 /// Runs `rulegym generate`: [`dataset::build_observed`] with a spinner per stage (unless
 /// quiet), then the atomic write.
 pub fn run(args: Args) -> Result<()> {
-    let universe = UniverseConfig {
-        seed: args.seed,
-        num_family_trees: args.num_family_trees,
-        max_family_tree_size: args.max_family_tree_size,
-        max_family_tree_depth: args.max_family_tree_depth,
-        max_branching_factor: args.max_branching_factor,
-        friendship_k: args.friendship_k,
-        easy_mode: !args.hard_mode,
+    let preset = args.preset.as_deref().map(Preset::named).transpose()?;
+    let (mut universe, base) = match preset {
+        Some(p) => (p.universe, p.questions),
+        None => (UniverseConfig::default(), QuestionConfig::default()),
     };
-    let questions = args.questions.config(args.seed, !args.hard_mode);
+    universe.seed = args.seed;
+    let overrides = [
+        (&mut universe.num_family_trees, args.num_family_trees),
+        (
+            &mut universe.max_family_tree_size,
+            args.max_family_tree_size,
+        ),
+        (
+            &mut universe.max_family_tree_depth,
+            args.max_family_tree_depth,
+        ),
+        (
+            &mut universe.max_branching_factor,
+            args.max_branching_factor,
+        ),
+    ];
+    for (knob, flag) in overrides {
+        if let Some(v) = flag {
+            *knob = v;
+        }
+    }
+    if let Some(k) = args.friendship_k {
+        universe.friendship_k = k;
+    }
+    universe.easy_mode &= !args.hard_mode;
+    let questions = args.questions.apply(base, args.seed, universe.easy_mode);
     let quiet = args.quiet;
     dataset::check_output(&args.out, args.force)?;
     let config = BuildConfig {
@@ -90,14 +116,29 @@ pub fn run(args: Args) -> Result<()> {
     if !quiet {
         eprintln!("write: {:.2} s", start.elapsed().as_secs_f64());
         eprint!("{}", question::balance::grid(&data.questions));
+        let mut total = question::CellReport::default();
+        for c in data.report.cells.values() {
+            total.dead_ends += c.dead_ends;
+            total.duplicates += c.duplicates;
+            total.not_unique += c.not_unique;
+            total.degenerate += c.degenerate;
+            total.unsolvable += c.unsolvable;
+        }
         eprintln!(
-            "wrote {} people, {} articles, {} questions ({} skipped slots, {} rejected walks) to {}",
+            "wrote {} people, {} articles, {} questions and the search index to {} \
+             ({} skipped slots, {} rejected walks: {} dead ends, {} duplicates, {} not unique, \
+             {} degenerate, {} unsolvable)",
             data.universe.people.len(),
             data.articles.len(),
             data.questions.len(),
+            args.out.display(),
             data.report.skipped_slots,
             data.report.rejections,
-            args.out.display()
+            total.dead_ends,
+            total.duplicates,
+            total.not_unique,
+            total.degenerate,
+            total.unsolvable,
         );
     }
     Ok(())

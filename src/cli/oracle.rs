@@ -17,9 +17,10 @@ pub struct SearchData {
     /// A directory written by `rulegym generate` (universe and questions.jsonl).
     #[arg(long)]
     dataset: PathBuf,
-    /// An index built by `rulegym index` over the dataset's articles.jsonl.
+    /// A search index over the dataset's articles [default: the dataset's own `index.idx`,
+    /// written by `rulegym generate`; or one built by `rulegym index`].
     #[arg(long)]
-    index: PathBuf,
+    index: Option<PathBuf>,
 }
 
 impl SearchData {
@@ -27,7 +28,11 @@ impl SearchData {
     pub fn load(&self) -> Result<(Universe, Vec<Question>, Arc<dyn Retriever>)> {
         let universe = load_universe(&self.dataset)?;
         let questions = crate::dataset::load_questions(&self.dataset)?;
-        let index: Arc<dyn Retriever> = Arc::new(SearchIndex::load(&self.index)?);
+        let path = self
+            .index
+            .clone()
+            .unwrap_or_else(|| self.dataset.join(crate::dataset::INDEX_FILE));
+        let index: Arc<dyn Retriever> = Arc::new(SearchIndex::load(&path)?);
         Ok((universe, questions, index))
     }
 }

@@ -5,76 +5,107 @@ use crate::dataset::build::article_index;
 use crate::dataset::load_universe;
 use crate::engine::Engine;
 use crate::env::oracle::Certifier;
-use crate::question::{self, AnchorStrategy, Family, QuestionConfig, Sampler, Solvability};
+use crate::question::{self, AnchorStrategy, Comparison, Family, QuestionConfig, Sampler};
 use std::path::PathBuf;
 
-/// Question-generation flags, shared by `generate` and `questions`.
+/// Question-generation flags, shared by `generate` and `questions`. Each flag overrides the
+/// base configuration (a preset's, or [`QuestionConfig::default`]); the defaults shown are the
+/// latter's.
 #[derive(clap::Args, Debug)]
 pub struct QuestionArgs {
-    /// Question families, comma-separated: base, hops, hops+constraints, hops+comparisons.
-    #[arg(long, alias = "family", value_delimiter = ',', default_value = "base")]
-    families: Vec<Family>,
-    /// Questions per template (base) or per cell (other families).
-    #[arg(long, default_value_t = 10)]
-    per_template: usize,
-    /// Grammar depth of the base family (16: PhantomWiki's 38 templates).
-    #[arg(long, default_value_t = 16)]
-    depth: usize,
+    /// Question families, comma-separated: base, hops, hops+constraints, hops+comparisons
+    /// [default: base].
+    #[arg(long, alias = "family", value_delimiter = ',')]
+    families: Option<Vec<Family>>,
+    /// Questions per template (base) or per cell (other families) [default: 10].
+    #[arg(long)]
+    per_template: Option<usize>,
+    /// Grammar depth of the base family (16: PhantomWiki's 38 templates) [default: 16].
+    #[arg(long)]
+    depth: Option<usize>,
     /// Seed of the question streams (defaults to the universe's seed).
     #[arg(long)]
     question_seed: Option<u64>,
     /// Drop "How many" questions from the base family.
     #[arg(long)]
     exclude_aggregation: bool,
-    /// Longest chain of the hops* families.
-    #[arg(long, default_value_t = 7)]
-    max_hops: usize,
-    /// Anchor slot of bidirectional sampling: uniform (the paper's), balanced or fixed:K.
-    #[arg(long, default_value = "uniform")]
-    anchor: AnchorStrategy,
-    /// Step sampler of the hops* families: uniform (the paper's) or unambiguous.
-    #[arg(long, default_value = "uniform")]
-    sampler: Sampler,
+    /// Longest chain of the hops* families [default: 7].
+    #[arg(long)]
+    max_hops: Option<usize>,
+    /// Comparison shapes of hops+comparisons, comma-separated: older (the paper's), younger,
+    /// born-first, oldest, youngest, most [default: older].
+    #[arg(long, value_delimiter = ',')]
+    comparisons: Option<Vec<Comparison>>,
+    /// Anchor slot of bidirectional sampling: uniform (the paper's), balanced or fixed:K
+    /// [default: uniform].
+    #[arg(long)]
+    anchor: Option<AnchorStrategy>,
+    /// Step sampler of the hops* families: uniform (the paper's) or unambiguous
+    /// [default: uniform].
+    #[arg(long)]
+    sampler: Option<Sampler>,
     /// Keep questions the search environment cannot answer (their certificate says so)
     /// instead of rejecting them.
     #[arg(long)]
     keep_unsolvable: bool,
-    /// Passages per search under which questions must be solvable.
-    #[arg(long, default_value_t = Solvability::default().top_k)]
-    solvable_top_k: usize,
-    /// Turn cap (searches + answer) under which questions must be solvable.
-    #[arg(long, default_value_t = Solvability::default().max_turns)]
-    solvable_max_turns: usize,
+    /// Passages per search under which questions must be solvable [default: 3].
+    #[arg(long)]
+    solvable_top_k: Option<usize>,
+    /// Turn cap (searches + answer) under which questions must be solvable [default: 10].
+    #[arg(long)]
+    solvable_max_turns: Option<usize>,
     /// Cell-balance the hops* families.
     #[arg(long)]
     balance: bool,
-    /// Fraction of each cell held out as the validation split.
-    #[arg(long, default_value_t = 0.1)]
-    val_fraction: f64,
+    /// Fraction of each cell held out as the validation split [default: 0.1].
+    #[arg(long)]
+    val_fraction: Option<f64>,
 }
 
 impl QuestionArgs {
-    /// The question configuration these flags describe.
-    pub fn config(&self, default_seed: u64, easy_mode: bool) -> QuestionConfig {
-        QuestionConfig {
-            seed: self.question_seed.unwrap_or(default_seed),
-            families: self.families.clone(),
-            depth: self.depth,
-            per_template: self.per_template,
-            easy_mode,
-            exclude_aggregation: self.exclude_aggregation,
-            max_hops: self.max_hops,
-            anchor: self.anchor,
-            sampler: self.sampler,
-            keep_unsolvable: self.keep_unsolvable,
-            solvability: Solvability {
-                top_k: self.solvable_top_k,
-                max_turns: self.solvable_max_turns,
-            },
-            balance: self.balance,
-            val_fraction: self.val_fraction,
-            ..QuestionConfig::default()
+    /// `base` with every flag given applied; the question seed defaults to `default_seed`.
+    pub fn apply(
+        &self,
+        mut base: QuestionConfig,
+        default_seed: u64,
+        easy_mode: bool,
+    ) -> QuestionConfig {
+        base.seed = self.question_seed.unwrap_or(default_seed);
+        base.easy_mode = easy_mode;
+        if let Some(v) = &self.families {
+            base.families = v.clone();
         }
+        if let Some(v) = self.per_template {
+            base.per_template = v;
+        }
+        if let Some(v) = self.depth {
+            base.depth = v;
+        }
+        base.exclude_aggregation |= self.exclude_aggregation;
+        if let Some(v) = self.max_hops {
+            base.max_hops = v;
+        }
+        if let Some(v) = &self.comparisons {
+            base.comparisons = v.clone();
+        }
+        if let Some(v) = self.anchor {
+            base.anchor = v;
+        }
+        if let Some(v) = self.sampler {
+            base.sampler = v;
+        }
+        base.keep_unsolvable |= self.keep_unsolvable;
+        if let Some(v) = self.solvable_top_k {
+            base.solvability.top_k = v;
+        }
+        if let Some(v) = self.solvable_max_turns {
+            base.solvability.max_turns = v;
+        }
+        base.balance |= self.balance;
+        if let Some(v) = self.val_fraction {
+            base.val_fraction = v;
+        }
+        base
     }
 }
 
@@ -108,7 +139,9 @@ pub fn run(args: Args) -> Result<()> {
     } else {
         args.easy_mode || universe.config.easy_mode
     };
-    let config = args.questions.config(universe.config.seed, easy_mode);
+    let config = args
+        .questions
+        .apply(QuestionConfig::default(), universe.config.seed, easy_mode);
     config.validate()?;
     let engine = Engine::with_facts(&universe.facts())?;
     let index = article_index(&crate::corpus::articles(&universe))?;

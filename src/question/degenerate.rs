@@ -63,6 +63,8 @@ pub fn degeneracy(
     query: &Query,
     answers: &[String],
 ) -> Result<Option<Degeneracy>, QueryError> {
+    // Superlatives take one more step (to the relatives compared), so their answers are a slot.
+    let extra_step = matches!(query, Query::Oldest(..) | Query::Youngest(..));
     for (i, chain) in query.chains().into_iter().enumerate() {
         let slots = slot_sets(u, chain)?;
         let mut seen: Vec<PersonId> = Vec::new();
@@ -74,6 +76,12 @@ pub fn degeneracy(
                 }));
             }
             seen.extend(slot);
+        }
+        if extra_step && let Some(p) = seen.iter().find(|&&p| answers.contains(&u.person(p).name)) {
+            return Ok(Some(Degeneracy::Revisits {
+                chain: i,
+                person: u.person(*p).name.clone(),
+            }));
         }
     }
     let stated: Vec<&str> = match query {

@@ -86,6 +86,65 @@ impl std::str::FromStr for Family {
     }
 }
 
+/// A comparison shape of `hops+comparisons`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Comparison {
+    /// "Who is older, A, or B?" (the paper's).
+    Older,
+    /// "Who is younger, A, or B?"
+    Younger,
+    /// "Who was born first, A, or B?"
+    BornFirst,
+    /// "Who is the oldest R of <chain>?"
+    Oldest,
+    /// "Who is the youngest R of <chain>?"
+    Youngest,
+    /// "Who has the most Rs among <chain>?"
+    Most,
+}
+
+impl Comparison {
+    /// Every shape.
+    pub const ALL: [Comparison; 6] = [
+        Comparison::Older,
+        Comparison::Younger,
+        Comparison::BornFirst,
+        Comparison::Oldest,
+        Comparison::Youngest,
+        Comparison::Most,
+    ];
+    /// The shapes' names, for error messages.
+    pub const NAMES: &'static str = "older, younger, born-first, oldest, youngest, most";
+
+    /// The shape's name (`born-first`).
+    pub fn name(self) -> &'static str {
+        match self {
+            Comparison::Older => "older",
+            Comparison::Younger => "younger",
+            Comparison::BornFirst => "born-first",
+            Comparison::Oldest => "oldest",
+            Comparison::Youngest => "youngest",
+            Comparison::Most => "most",
+        }
+    }
+}
+
+impl std::str::FromStr for Comparison {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        Comparison::ALL
+            .into_iter()
+            .find(|c| c.name() == s)
+            .ok_or_else(|| {
+                format!(
+                    "unknown comparison shape {s:?} (valid: {})",
+                    Comparison::NAMES
+                )
+            })
+    }
+}
+
 /// Knobs of question generation.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
@@ -104,6 +163,9 @@ pub struct QuestionConfig {
     pub exclude_aggregation: bool,
     /// Longest chain of the `hops*` families.
     pub max_hops: usize,
+    /// The comparison shapes of `hops+comparisons`, taken in turn by question slot (the
+    /// paper's: `older` alone).
+    pub comparisons: Vec<Comparison>,
     /// Anchor slot strategy of the bidirectional walk (the paper's default: uniform).
     pub anchor: AnchorStrategy,
     /// How each step of the `hops*` families' walks is drawn.
@@ -131,6 +193,7 @@ impl Default for QuestionConfig {
             easy_mode: true,
             exclude_aggregation: false,
             max_hops: 7,
+            comparisons: vec![Comparison::Older],
             anchor: AnchorStrategy::Uniform,
             sampler: Sampler::Uniform,
             keep_unsolvable: false,
@@ -169,6 +232,12 @@ impl QuestionConfig {
         }
         if self.families.is_empty() {
             return fail("at least one family is needed".into());
+        }
+        if self.comparisons.is_empty() {
+            return fail(format!(
+                "at least one comparison shape is needed (valid: {})",
+                Comparison::NAMES
+            ));
         }
         if !(1..=100).contains(&self.solvability.top_k) {
             return fail(format!(
@@ -692,12 +761,48 @@ fn propose<R: Rng>(
                 sample::bidirectional_walk(u, config.easy_mode, config.sampler, shape, rng)
             };
             let (query, anchor_position) = if comparison {
-                // Two chains; the second is at most as long; at most one filter overall.
+                // Round-robin by slot, so rejections do not tilt the mix towards easy shapes.
+                let shape = config.comparisons[index as usize % config.comparisons.len()];
+                // At most one filter overall.
                 let filter_first = hops > 0 && rng.random_bool(0.25);
                 let a = walk(rng, hops, usize::from(filter_first))?;
-                let other_hops = rng.random_range(hops.min(1)..=hops);
-                let b = walk(rng, other_hops, 0)?;
-                (Query::Older(a.chain, b.chain), Some(a.anchor_slot))
+                let query = match shape {
+                    // Two chains; the second is at most as long.
+                    Comparison::Older | Comparison::Younger | Comparison::BornFirst => {
+                        let other_hops = rng.random_range(hops.min(1)..=hops);
+                        let b = walk(rng, other_hops, 0)?.chain;
+                        match shape {
+                            Comparison::Older => Query::Older(a.chain, b),
+                            Comparison::Younger => Query::Younger(a.chain, b),
+                            _ => Query::BornFirst(a.chain, b),
+                        }
+                    }
+                    // A relation of the chain's end with at least two members to compare.
+                    Comparison::Oldest | Comparison::Youngest => {
+                        let end = *a.people.last().expect("a walk has people");
+                        let mode: Vec<_> = crate::relations::relations(config.easy_mode).collect();
+                        let rich: Vec<_> = mode
+                            .iter()
+                            .filter(|r| r.related(u, end).len() >= 2)
+                            .collect();
+                        let r = rich.get(rng.random_range(0..rich.len().max(1)))?;
+                        if shape == Comparison::Oldest {
+                            Query::Oldest(a.chain, r.name.to_owned())
+                        } else {
+                            Query::Youngest(a.chain, r.name.to_owned())
+                        }
+                    }
+                    // Who among the chain's end has the most relatives of a kind.
+                    Comparison::Most => {
+                        if a.chain.evaluate_native(u).ok()?.len() < 2 {
+                            return None; // nobody to compare
+                        }
+                        let mode: Vec<_> = crate::relations::relations(config.easy_mode).collect();
+                        let r = mode[rng.random_range(0..mode.len())];
+                        Query::MostRelatives(a.chain, r.name.to_owned())
+                    }
+                };
+                (query, Some(a.anchor_slot))
             } else {
                 let filters = if family == Family::HopsComparisons {
                     usize::from(rng.random_bool(0.25))
