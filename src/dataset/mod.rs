@@ -309,7 +309,7 @@ fn from_records(
             friends: r.friends.iter().map(resolve).collect::<Result<_>>()?,
         });
     }
-    let universe = Universe { config, people };
+    let universe = Universe::new(config, people);
     universe
         .check_invariants()
         .map_err(|e| at(e.person, e.message))?;

@@ -77,15 +77,11 @@ impl Reader<'_> {
         let mut set = match &chain.anchor {
             Anchor::Name(name) => self
                 .u
-                .people
-                .iter()
-                .position(|p| &p.name == name)
-                .map(|i| vec![i as PersonId])
+                .person_named(name)
+                .map(|i| vec![i])
                 .unwrap_or_default(),
             Anchor::Attribute { attribute, value } => {
-                let holders: Vec<PersonId> = (0..self.u.people.len() as PersonId)
-                    .filter(|&p| attribute.fact().value(self.u.person(p)) == value)
-                    .collect();
+                let holders = self.u.holders(attribute.fact(), value);
                 self.plan
                     .attribute_searches
                     .push((format!("{} {value}", attribute.noun()), holders.clone()));
@@ -273,6 +269,17 @@ fn retrieved_ids(
 }
 
 impl Certify for Certifier<'_> {
+    fn may_be_solvable(&self, query: &Query) -> bool {
+        // Every attribute anchor's holders must fit in one search's passages (the table holds
+        // exactly the values with at most k holders).
+        query.chains().iter().all(|c| match &c.anchor {
+            Anchor::Attribute { attribute, value } => self
+                .attributes
+                .contains_key(&format!("{} {value}", attribute.noun())),
+            Anchor::Name(_) => true,
+        })
+    }
+
     fn certify(&self, query: &Query, answers: &[String]) -> crate::Result<Certificate> {
         // Searches and the answer must fit in the turn cap.
         let cap = self.setting.max_turns - 1;

@@ -295,6 +295,14 @@ pub struct Certificate {
 pub trait Certify: Sync {
     /// The certificate of `query`, whose answers are `answers`.
     fn certify(&self, query: &Query, answers: &[String]) -> crate::Result<Certificate>;
+
+    /// A cheap necessary condition, checked before anything else: `false` when `query` can
+    /// certainly not be solvable (e.g. an anchor attribute with more holders than passages per
+    /// search). `true` decides nothing.
+    fn may_be_solvable(&self, query: &Query) -> bool {
+        let _ = query;
+        true
+    }
 }
 
 /// One question, as written to `questions.jsonl`.
@@ -504,6 +512,13 @@ pub fn propose_all(
     }
     let mut report = GenerationReport::default();
     let mut all = Vec::new();
+    // Under strict certificates an anchor denoting more people than one search returns can
+    // never be solvable: walks give it up at once.
+    let strict = certifier.filter(|_| !config.keep_unsolvable);
+    let max_anchor_set = match strict {
+        Some(_) => config.solvability.top_k,
+        None => usize::MAX,
+    };
     for &family in &config.families {
         let mut questions = Vec::new();
         let mut seen = HashSet::new();
@@ -518,10 +533,29 @@ pub fn propose_all(
                 let before = counts.rejections();
                 let mut accepted = None;
                 for _ in 0..config.max_attempts {
-                    let Some(p) = propose(universe, config, family, &slots, index, &mut rng) else {
-                        counts.dead_ends += 1;
-                        continue;
+                    let p = match propose(
+                        universe,
+                        config,
+                        family,
+                        &slots,
+                        index,
+                        max_anchor_set,
+                        &mut rng,
+                    ) {
+                        Ok(p) => p,
+                        Err(sample::WalkEnd::DeadEnd) => {
+                            counts.dead_ends += 1;
+                            continue;
+                        }
+                        Err(sample::WalkEnd::AnchorTooCommon) => {
+                            counts.unsolvable += 1;
+                            continue;
+                        }
                     };
+                    if strict.is_some_and(|c| !c.may_be_solvable(&p.query)) {
+                        counts.unsolvable += 1;
+                        continue;
+                    }
                     let text = text::question_text(&p.query);
                     if seen.contains(&text) {
                         counts.duplicates += 1;
@@ -712,19 +746,29 @@ fn cached_templates(depth: usize) -> &'static [Template] {
         .or_insert_with(|| Box::leak(templates(depth).into_boxed_slice()))
 }
 
+/// One proposal for a slot; anchors denoting more than `max_anchor_set` people are given up.
 fn propose<R: Rng>(
     u: &Universe,
     config: &QuestionConfig,
     family: Family,
     slots: &Slots,
     index: u64,
+    max_anchor_set: usize,
     rng: &mut R,
-) -> Option<Proposal> {
+) -> Result<Proposal, sample::WalkEnd> {
+    let dead = sample::WalkEnd::DeadEnd;
     match *slots {
         Slots::Template(t) => {
             let by_attribute = t.anchor == AnchorKind::Attribute;
-            let (chain, _) =
-                sample::backward_walk(u, config.easy_mode, t.hops, by_attribute, 1, rng)?;
+            let (chain, _) = sample::backward_walk(
+                u,
+                config.easy_mode,
+                t.hops,
+                by_attribute,
+                max_anchor_set,
+                1,
+                rng,
+            )?;
             let query = match t.ask {
                 Ask::Who => Query::Who(chain),
                 Ask::What => {
@@ -737,7 +781,7 @@ fn propose<R: Rng>(
                     Query::HowMany(chain, r.name.to_owned())
                 }
             };
-            Some(Proposal {
+            Ok(Proposal {
                 query,
                 template: Some(t),
                 anchor_position: None,
@@ -757,6 +801,7 @@ fn propose<R: Rng>(
                     filters,
                     anchor_slot: config.anchor.slot(hops, index, rng),
                     by_attribute: rng.random_bool(0.5),
+                    max_anchor_set,
                 };
                 sample::bidirectional_walk(u, config.easy_mode, config.sampler, shape, rng)
             };
@@ -785,7 +830,9 @@ fn propose<R: Rng>(
                             .iter()
                             .filter(|r| r.related(u, end).len() >= 2)
                             .collect();
-                        let r = rich.get(rng.random_range(0..rich.len().max(1)))?;
+                        let r = rich
+                            .get(rng.random_range(0..rich.len().max(1)))
+                            .ok_or(dead)?;
                         if shape == Comparison::Oldest {
                             Query::Oldest(a.chain, r.name.to_owned())
                         } else {
@@ -794,8 +841,8 @@ fn propose<R: Rng>(
                     }
                     // Who among the chain's end has the most relatives of a kind.
                     Comparison::Most => {
-                        if a.chain.evaluate_native(u).ok()?.len() < 2 {
-                            return None; // nobody to compare
+                        if a.chain.evaluate_native(u).map_or(0, |s| s.len()) < 2 {
+                            return Err(dead); // nobody to compare
                         }
                         let mode: Vec<_> = crate::relations::relations(config.easy_mode).collect();
                         let r = mode[rng.random_range(0..mode.len())];
@@ -820,7 +867,7 @@ fn propose<R: Rng>(
                 (query, Some(a.anchor_slot))
             };
             let kind = if comparison { "comparison" } else { "base" };
-            Some(Proposal {
+            Ok(Proposal {
                 query,
                 template: None,
                 anchor_position,

@@ -283,15 +283,10 @@ impl Chain {
     pub fn evaluate_native(&self, u: &Universe) -> Result<Vec<PersonId>, QueryError> {
         let mut set: Vec<PersonId> = match &self.anchor {
             Anchor::Name(name) => vec![
-                u.people
-                    .iter()
-                    .position(|p| &p.name == name)
-                    .ok_or_else(|| QueryError::UnknownPerson(name.clone()))?
-                    as PersonId,
+                u.person_named(name)
+                    .ok_or_else(|| QueryError::UnknownPerson(name.clone()))?,
             ],
-            Anchor::Attribute { attribute, value } => (0..u.people.len() as PersonId)
-                .filter(|&p| attribute.fact().value(u.person(p)) == value)
-                .collect(),
+            Anchor::Attribute { attribute, value } => u.holders(attribute.fact(), value),
         };
         for step in &self.steps {
             set = match step {

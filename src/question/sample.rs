@@ -119,9 +119,7 @@ pub fn anchor_for(u: &Universe, p: PersonId, by_attribute: bool, rng: &mut impl 
 fn anchor_set(u: &Universe, anchor: &Anchor, p: PersonId) -> Vec<PersonId> {
     match anchor {
         Anchor::Name(_) => vec![p],
-        Anchor::Attribute { attribute, value } => (0..u.people.len() as PersonId)
-            .filter(|&x| attribute.fact().value(u.person(x)) == value)
-            .collect(),
+        Anchor::Attribute { attribute, value } => u.holders(attribute.fact(), value),
     }
 }
 
@@ -169,55 +167,60 @@ impl Reached {
     }
 }
 
+/// Why a walk produced no chain.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum WalkEnd {
+    /// No unvisited person satisfies an admissible relation.
+    DeadEnd,
+    /// The chain's anchor denotes more people than `max_anchor_set` (a question anchored there
+    /// cannot be solvable: one search cannot retrieve them all).
+    AnchorTooCommon,
+}
+
 /// PhantomWiki's walk: `hops` steps from a random person, uniform over (relation, relative)
 /// pairs, among the relations whose step keeps the chain from passing anyone twice
-/// (set-at-a-time, see `Reached`); `None` after `attempts` dead ends. Returns the chain and the
-/// people walked through.
+/// (set-at-a-time, see `Reached`), from an anchor that denotes at most `max_anchor_set`
+/// people; the reason of the last failure after `attempts` failed walks. Returns the chain and
+/// the people walked through.
 pub fn backward_walk(
     u: &Universe,
     easy_mode: bool,
     hops: usize,
     by_attribute: bool,
+    max_anchor_set: usize,
     attempts: usize,
     rng: &mut impl Rng,
-) -> Option<(Chain, Vec<PersonId>)> {
+) -> Result<(Chain, Vec<PersonId>), WalkEnd> {
     let mode: Vec<&Relation> = relations(easy_mode).collect();
+    let mut end = WalkEnd::DeadEnd;
     'attempt: for _ in 0..attempts {
         let start = rng.random_range(0..u.people.len()) as PersonId;
         let anchor = anchor_for(u, start, by_attribute, rng);
-        let mut reached = Reached::new(u, anchor_set(u, &anchor, start));
+        let first = anchor_set(u, &anchor, start);
+        if first.len() > max_anchor_set {
+            end = WalkEnd::AnchorTooCommon;
+            continue 'attempt;
+        }
+        end = WalkEnd::DeadEnd;
+        let mut reached = Reached::new(u, first);
         let mut path = vec![start];
         let mut steps = Vec::with_capacity(hops);
         for _ in 0..hops {
             let current = *path.last().expect("non-empty");
-            let mut pairs: Vec<(&Relation, PersonId)> = Vec::new();
-            let mut images = Vec::new();
-            for &r in &mode {
-                let related = r.related(u, current);
-                if related.is_empty() {
-                    continue;
-                }
-                let Some(image) = reached.image(u, r) else {
-                    continue;
-                };
-                pairs.extend(related.into_iter().map(|y| (r, y)));
-                images.push((r.name, image));
-            }
-            let Some(&(r, next)) = pairs.choose(rng) else {
+            let mut pairs: Vec<(&'static Relation, PersonId)> = mode
+                .iter()
+                .flat_map(|&r| r.related(u, current).into_iter().map(move |y| (r, y)))
+                .collect();
+            let Some((r, next, image)) = admissible_pair(u, &reached, &mut pairs, rng) else {
                 continue 'attempt;
             };
-            let image = images
-                .into_iter()
-                .find(|(name, _)| *name == r.name)
-                .map(|(_, image)| image)
-                .expect("every pair's relation has an image");
             reached.push(image);
             steps.push(ChainStep::Hop(r.name.to_owned()));
             path.push(next);
         }
-        return Some((Chain { anchor, steps }, path));
+        return Ok((Chain { anchor, steps }, path));
     }
-    None
+    Err(end)
 }
 
 /// What a bidirectional walk produced.
@@ -229,6 +232,25 @@ pub struct Walk {
     pub people: Vec<PersonId>,
     /// The slot the walk started from.
     pub anchor_slot: usize,
+}
+
+/// Draws uniformly among `pairs` whose relation keeps the chain's sets apart (see `Reached`),
+/// with its image: rejection sampling that drops a relation's pairs when it fails, so only the
+/// drawn relations' images are computed. `None` when no pair is admissible.
+fn admissible_pair(
+    u: &Universe,
+    reached: &Reached,
+    pairs: &mut Vec<(&'static Relation, PersonId)>,
+    rng: &mut impl Rng,
+) -> Option<(&'static Relation, PersonId, Vec<PersonId>)> {
+    while !pairs.is_empty() {
+        let (r, y) = pairs[rng.random_range(0..pairs.len())];
+        match reached.image(u, r) {
+            Some(image) => return Some((r, y, image)),
+            None => pairs.retain(|(other, _)| other.name != r.name),
+        }
+    }
+    None
 }
 
 /// One random (relation, neighbour) step from `p`, forward (given the chain's slot sets so far)
@@ -252,16 +274,30 @@ fn random_step(
         c.retain(|x| !visited.contains(x));
         c
     };
-    let forward = forward.is_some();
     match sampler {
         Sampler::Uniform => {
-            let pairs: Vec<(&'static Relation, PersonId)> = mode
+            let reachable = |r: &Relation| {
+                let mut c = if forward.is_some() {
+                    r.related(u, p)
+                } else {
+                    r.inverse_related(u, p)
+                };
+                c.retain(|x| !visited.contains(x));
+                c
+            };
+            let mut pairs: Vec<(&'static Relation, PersonId)> = mode
                 .iter()
-                .flat_map(|&r| candidates(r).into_iter().map(move |x| (r, x)))
+                .flat_map(|&r| reachable(r).into_iter().map(move |x| (r, x)))
                 .collect();
-            pairs.choose(rng).copied()
+            match forward {
+                Some(reached) => {
+                    admissible_pair(u, reached, &mut pairs, rng).map(|(r, x, _)| (r, x))
+                }
+                None => pairs.choose(rng).copied(),
+            }
         }
         Sampler::Unambiguous => {
+            let forward = forward.is_some();
             // A relation type uniformly among those whose step is unambiguous (forward: `p`
             // has exactly one such relative; backward: the neighbour's only such relative is
             // `p`), among all types with any candidate otherwise.
@@ -312,33 +348,37 @@ pub struct WalkShape {
     /// Anchor the chain on one of slot 0's attributes ("the person whose hobby is chess")
     /// instead of its name.
     pub by_attribute: bool,
+    /// Give up on anchors that denote more people than this.
+    pub max_anchor_set: usize,
 }
 
-/// Bidirectional anchor sampling of a chain of `shape`. `None` on a dead end (the caller counts
-/// a rejection and retries).
+/// Bidirectional anchor sampling of a chain of `shape`; on failure the caller counts a
+/// rejection and retries.
 pub fn bidirectional_walk(
     u: &Universe,
     easy_mode: bool,
     sampler: Sampler,
     shape: WalkShape,
     rng: &mut impl Rng,
-) -> Option<Walk> {
+) -> Result<Walk, WalkEnd> {
     let WalkShape {
         hops,
         filters,
         anchor_slot,
         by_attribute,
+        max_anchor_set,
     } = shape;
+    let dead = WalkEnd::DeadEnd;
     let mode: Vec<&'static Relation> = relations(easy_mode).collect();
     let (anchor, people, rels) = if hops >= BEAM_FROM_HOPS {
-        beam(u, &mode, hops, by_attribute, rng)?
+        beam(u, &mode, hops, by_attribute, max_anchor_set, rng)?
     } else {
         let middle = rng.random_range(0..u.people.len()) as PersonId;
         let mut visited = vec![middle];
         let mut backward = vec![];
         let mut p = middle;
         for _ in 0..anchor_slot {
-            let (r, x) = random_step(u, &mode, p, None, &visited, sampler, rng)?;
+            let (r, x) = random_step(u, &mode, p, None, &visited, sampler, rng).ok_or(dead)?;
             backward.push((r, x));
             visited.push(x);
             p = x;
@@ -349,14 +389,19 @@ pub fn bidirectional_walk(
         // The anchor is known now: replay the backward part set-at-a-time from it (a dead end
         // if it already passes someone twice), then extend forward keeping the sets apart.
         let anchor = anchor_for(u, people[0], by_attribute, rng);
-        let mut reached = Reached::new(u, anchor_set(u, &anchor, people[0]));
+        let first = anchor_set(u, &anchor, people[0]);
+        if first.len() > max_anchor_set {
+            return Err(WalkEnd::AnchorTooCommon);
+        }
+        let mut reached = Reached::new(u, first);
         for r in &rels {
-            let image = reached.image(u, r)?;
+            let image = reached.image(u, r).ok_or(dead)?;
             reached.push(image);
         }
         let mut p = middle;
         for _ in anchor_slot..hops {
-            let (r, y) = random_step(u, &mode, p, Some(&reached), &visited, sampler, rng)?;
+            let (r, y) =
+                random_step(u, &mode, p, Some(&reached), &visited, sampler, rng).ok_or(dead)?;
             let image = reached.image(u, r).expect("random_step checked the image");
             reached.push(image);
             rels.push(r);
@@ -375,7 +420,7 @@ pub fn bidirectional_walk(
         .map(|s| (s, *Attr::ALL.choose(rng).expect("non-empty")))
         .collect();
     if chosen.len() < filters {
-        return None;
+        return Err(dead);
     }
     chosen.sort();
     let mut steps = Vec::new();
@@ -389,7 +434,7 @@ pub fn bidirectional_walk(
         }
     }
     let chain = Chain { anchor, steps };
-    Some(Walk {
+    Ok(Walk {
         chain,
         people,
         anchor_slot: if hops >= BEAM_FROM_HOPS {
@@ -408,11 +453,15 @@ fn beam(
     mode: &[&'static Relation],
     hops: usize,
     by_attribute: bool,
+    max_anchor_set: usize,
     rng: &mut impl Rng,
-) -> Option<(Anchor, Vec<PersonId>, Vec<&'static Relation>)> {
+) -> Result<(Anchor, Vec<PersonId>, Vec<&'static Relation>), WalkEnd> {
     let start = rng.random_range(0..u.people.len()) as PersonId;
     let anchor = anchor_for(u, start, by_attribute, rng);
     let first = anchor_set(u, &anchor, start);
+    if first.len() > max_anchor_set {
+        return Err(WalkEnd::AnchorTooCommon);
+    }
     // (relations, last slot's set, everyone reached, one witness path)
     type Prefix = (
         Vec<&'static Relation>,
@@ -449,11 +498,12 @@ fn beam(
         next.sort_by_key(|(_, set, _, _)| set.len()); // stable: ties stay in shuffled order
         next.truncate(BEAM_WIDTH);
         if next.is_empty() {
-            return None;
+            return Err(WalkEnd::DeadEnd);
         }
         beam = next;
     }
     beam.into_iter()
         .find(|(_, set, _, _)| set.len() == 1)
         .map(|(rels, _, _, path)| (anchor, path, rels))
+        .ok_or(WalkEnd::DeadEnd)
 }

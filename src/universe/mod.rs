@@ -123,12 +123,28 @@ pub struct Person {
 }
 
 /// A generated universe.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone)]
 pub struct Universe {
     /// The configuration it was generated from.
     pub config: UniverseConfig,
-    /// Everyone, in generation order (tree by tree).
+    /// Everyone, in generation order (tree by tree). Build a universe with its people (the
+    /// lookup tables of [`Universe::person_named`] and [`Universe::holders`] are built from
+    /// them on first use).
     pub people: Vec<Person>,
+    lookup: std::sync::OnceLock<Lookup>,
+}
+
+impl PartialEq for Universe {
+    fn eq(&self, other: &Self) -> bool {
+        self.config == other.config && self.people == other.people
+    }
+}
+
+/// Lookup tables over a universe's people (lookups only: nothing iterates them).
+#[derive(Debug, Clone, Default)]
+struct Lookup {
+    names: std::collections::HashMap<String, PersonId>,
+    holders: std::collections::HashMap<(AttributeFact, String), Vec<PersonId>>,
 }
 
 impl Universe {
@@ -277,10 +293,55 @@ impl Universe {
                 }
             })
             .collect();
-        Ok(Universe {
-            config: config.clone(),
+        Ok(Universe::new(config.clone(), people))
+    }
+
+    /// A universe of `people` (ids are positions).
+    pub fn new(config: UniverseConfig, people: Vec<Person>) -> Universe {
+        Universe {
+            config,
             people,
+            lookup: std::sync::OnceLock::new(),
+        }
+    }
+
+    fn lookup(&self) -> &Lookup {
+        self.lookup.get_or_init(|| {
+            let mut lookup = Lookup::default();
+            for (i, p) in self.people.iter().enumerate() {
+                lookup.names.insert(p.name.clone(), i as PersonId);
+                for a in [AttributeFact::Dob, AttributeFact::Job, AttributeFact::Hobby] {
+                    lookup
+                        .holders
+                        .entry((a, a.value(p).to_owned()))
+                        .or_default()
+                        .push(i as PersonId);
+                }
+            }
+            lookup
         })
+    }
+
+    /// The person called `name` (names are unique).
+    pub fn person_named(&self, name: &str) -> Option<PersonId> {
+        let id = *self.lookup().names.get(name)?;
+        // The tables are built once; a hit is still checked against the people.
+        (self.people.get(id as usize)?.name == name).then_some(id)
+    }
+
+    /// Everyone whose `attribute` (date of birth, occupation or hobby) is `value`, by id.
+    pub fn holders(&self, attribute: AttributeFact, value: &str) -> Vec<PersonId> {
+        match attribute {
+            AttributeFact::Dob | AttributeFact::Job | AttributeFact::Hobby => self
+                .lookup()
+                .holders
+                .get(&(attribute, value.to_owned()))
+                .cloned()
+                .unwrap_or_default(),
+            _ => (0..self.people.len() as PersonId)
+                .filter(|&p| attribute.value(self.person(p)) == value)
+                .collect(),
+        }
     }
 
     /// The person with this id.

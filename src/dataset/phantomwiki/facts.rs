@@ -291,5 +291,5 @@ pub fn import_universe(facts: &PwFacts) -> Result<Universe> {
         max_family_tree_size: sizes.values().copied().max().unwrap_or(0),
         ..UniverseConfig::default()
     };
-    Ok(Universe { config, people })
+    Ok(Universe::new(config, people))
 }
