@@ -859,10 +859,29 @@ fn propose<R: Rng>(
                 let a = walk(rng, hops, filters.min(hops))?;
                 // The grammar's two question types (aggregation excluded): "Who is ...?" and
                 // "What is the <attribute> of ...?", with equal odds.
+                // An attribute question never asks what a filter on the last person states
+                // ("What is the hobby of the friend, whose hobby is chess, of Ann?").
                 let query = if rng.random_bool(0.5) {
                     Query::Who(a.chain)
                 } else {
-                    Query::What(a.chain, Attr::ALL[rng.random_range(0..Attr::ALL.len())])
+                    let stated: Vec<Attr> = a
+                        .chain
+                        .steps
+                        .iter()
+                        .rev()
+                        .map_while(|s| match s {
+                            ChainStep::Filter { attribute, .. } => Some(*attribute),
+                            ChainStep::Hop(_) => None,
+                        })
+                        .collect();
+                    let open: Vec<Attr> = Attr::ALL
+                        .into_iter()
+                        .filter(|x| !stated.contains(x))
+                        .collect();
+                    let asked = *open
+                        .get(rng.random_range(0..open.len().max(1)))
+                        .ok_or(dead)?;
+                    Query::What(a.chain, asked)
                 };
                 (query, Some(a.anchor_slot))
             };

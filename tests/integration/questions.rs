@@ -243,7 +243,7 @@ const GOLDEN_QUESTIONS: [(&str, &str); 2] = [
     ),
     (
         "families",
-        "7df8a33891c5a42238d1f687164bd613fcc3fdf5bd9b1d0a36076cc06d694a64",
+        "2bdc648c50d40ecbcf4fc4f03a8c389374bdc117471c9477579b04aab11233f5",
     ),
 ];
 const GOLDEN_INDEX: &str = "e5b576a405263afef18d71069f4afbdf953287cfdc756889b4e52b80eced5181";
