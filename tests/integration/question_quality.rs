@@ -216,3 +216,63 @@ fn hops_families_have_the_papers_shapes() {
         assert_eq!(q.answers.len(), 1, "{}", q.question);
     }
 }
+
+/// `generate` writes the environment's index (listed in the manifest, byte-identical to what
+/// `rulegym index` builds from `articles.jsonl`), `oracle` uses it by default and answers every
+/// question; unknown presets and knob values are errors naming the valid ones.
+#[test]
+fn generate_writes_a_ready_environment_and_rejects_unknown_knobs() {
+    use super::cli::{generate_small, rulegym, run, run_ok};
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    generate_small(&data);
+    let manifest: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(data.join("manifest.json")).unwrap()).unwrap();
+    assert!(manifest["sha256"][dataset::INDEX_FILE].is_string());
+    let rebuilt = dir.path().join("rebuilt.idx");
+    run_ok(
+        rulegym()
+            .args(["index", "--corpus"])
+            .arg(data.join("articles.jsonl"))
+            .arg("--out")
+            .arg(&rebuilt),
+    );
+    assert_eq!(
+        std::fs::read(&rebuilt).unwrap(),
+        std::fs::read(data.join(dataset::INDEX_FILE)).unwrap()
+    );
+    let out = run_ok(
+        rulegym()
+            .args(["oracle", "--dataset"])
+            .arg(&data)
+            .arg("--out")
+            .arg(dir.path().join("oracle.jsonl")),
+    );
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(stdout.contains("(100.0%)"), "{stdout}");
+    for (flag, value, valid) in [
+        ("--preset", "phantomenv", "valid: phantomenvs"),
+        ("--sampler", "random", "valid: uniform, unambiguous"),
+        ("--anchor", "middle", "valid: uniform, balanced, fixed:K"),
+        (
+            "--comparisons",
+            "older,taller",
+            "valid: older, younger, born-first",
+        ),
+        (
+            "--families",
+            "hops,chains",
+            "base, hops, hops+constraints, hops+comparisons",
+        ),
+    ] {
+        let o = run(rulegym()
+            .args(["generate", "--quiet", flag, value, "--out"])
+            .arg(dir.path().join("never")));
+        let stderr = String::from_utf8_lossy(&o.stderr);
+        assert!(
+            !o.status.success() && stderr.contains(valid),
+            "{flag}: {stderr}"
+        );
+        assert!(!dir.path().join("never").exists());
+    }
+}
