@@ -36,6 +36,9 @@ pub struct QuestionArgs {
     /// born-first, oldest, youngest, most [default: older].
     #[arg(long, value_delimiter = ',')]
     comparisons: Option<Vec<Comparison>>,
+    /// Let zero-hop comparison sides name their person by two or three attributes.
+    #[arg(long)]
+    multi_attribute_sides: bool,
     /// Anchor slot of bidirectional sampling: uniform (the paper's), balanced or fixed:K
     /// [default: uniform].
     #[arg(long)]
@@ -88,6 +91,7 @@ impl QuestionArgs {
         if let Some(v) = &self.comparisons {
             base.comparisons = v.clone();
         }
+        base.multi_attribute_sides |= self.multi_attribute_sides;
         if let Some(v) = self.anchor {
             base.anchor = v;
         }

@@ -166,6 +166,9 @@ pub struct QuestionConfig {
     /// The comparison shapes of `hops+comparisons`, taken in turn by question slot (the
     /// paper's: `older` alone).
     pub comparisons: Vec<Comparison>,
+    /// Let zero-hop comparison sides name their person by two or three attributes ("the person
+    /// whose hobby is H and whose occupation is O"), an extension shape; off in the paper.
+    pub multi_attribute_sides: bool,
     /// Anchor slot strategy of the bidirectional walk (the paper's default: uniform).
     pub anchor: AnchorStrategy,
     /// How each step of the `hops*` families' walks is drawn.
@@ -194,6 +197,7 @@ impl Default for QuestionConfig {
             exclude_aggregation: false,
             max_hops: 7,
             comparisons: vec![Comparison::Older],
+            multi_attribute_sides: false,
             anchor: AnchorStrategy::Uniform,
             sampler: Sampler::Uniform,
             keep_unsolvable: false,
@@ -811,15 +815,25 @@ fn propose<R: Rng>(
                 // At most one filter overall.
                 let filter_first = hops > 0 && rng.random_bool(0.25);
                 let a = walk(rng, hops, usize::from(filter_first))?;
+                let anchor_slot = a.anchor_slot;
                 let query = match shape {
                     // Two chains; the second is at most as long.
                     Comparison::Older | Comparison::Younger | Comparison::BornFirst => {
                         let other_hops = rng.random_range(hops.min(1)..=hops);
-                        let b = walk(rng, other_hops, 0)?.chain;
+                        let b = walk(rng, other_hops, 0)?;
+                        // A zero-hop side may name its person by two or three attributes.
+                        let side = |w: sample::Walk, rng: &mut R| {
+                            if config.multi_attribute_sides && w.chain.steps.is_empty() {
+                                sample::multi_attribute_chain(u, w.people[0], rng)
+                            } else {
+                                w.chain
+                            }
+                        };
+                        let (a, b) = (side(a, rng), side(b, rng));
                         match shape {
-                            Comparison::Older => Query::Older(a.chain, b),
-                            Comparison::Younger => Query::Younger(a.chain, b),
-                            _ => Query::BornFirst(a.chain, b),
+                            Comparison::Older => Query::Older(a, b),
+                            Comparison::Younger => Query::Younger(a, b),
+                            _ => Query::BornFirst(a, b),
                         }
                     }
                     // A relation of the chain's end with at least two members to compare.
@@ -849,7 +863,7 @@ fn propose<R: Rng>(
                         Query::MostRelatives(a.chain, r.name.to_owned())
                     }
                 };
-                (query, Some(a.anchor_slot))
+                (query, Some(anchor_slot))
             } else {
                 let filters = if family == Family::HopsComparisons {
                     usize::from(rng.random_bool(0.25))

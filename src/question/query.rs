@@ -548,15 +548,17 @@ impl Query {
                 atoms.extend(inner);
                 "Count".to_owned()
             }
+            // The public extensions' form, outermost first: `CmpDL @< CmpDR`,
+            // `dob(A, CmpDL)`, `dob(B, CmpDR)`, the chains to A and B. The list is the same for
+            // older, younger and born first; the question text says which is asked.
             Query::Older(a, b) | Query::Younger(a, b) | Query::BornFirst(a, b) => {
-                let ea = chain_atoms(a, &mut atoms);
-                let eb = chain_atoms(b, &mut atoms);
-                let born = if matches!(self, Query::Younger(..)) {
-                    Born::Last
-                } else {
-                    Born::First
-                };
-                atoms.push(format!("{}({ea}, {eb}, Y0)", born.pair_predicate()));
+                let mut inner = Vec::new();
+                let ea = chain_atoms(a, &mut inner);
+                let eb = chain_atoms(b, &mut inner);
+                atoms.push("CmpDL @< CmpDR".to_owned());
+                atoms.push(format!("dob({ea}, CmpDL)"));
+                atoms.push(format!("dob({eb}, CmpDR)"));
+                atoms.extend(inner);
                 "Y0".to_owned()
             }
             // The public extensions' form, outermost first:

@@ -116,6 +116,29 @@ pub fn anchor_for(u: &Universe, p: PersonId, by_attribute: bool, rng: &mut impl 
     }
 }
 
+/// "The person whose hobby is H and whose occupation is O [and whose date of birth is D]":
+/// two or three of `p`'s attributes, the one held by the fewest people first (the search an
+/// agent makes), the others as filters on it.
+pub fn multi_attribute_chain(u: &Universe, p: PersonId, rng: &mut impl Rng) -> Chain {
+    let count = rng.random_range(2..=3);
+    let mut attributes = Attr::ALL.to_vec();
+    attributes.shuffle(rng);
+    attributes.truncate(count);
+    attributes.sort_by_key(|&a| (u.holders(a.fact(), a.fact().value(u.person(p))).len(), a));
+    let anchor = Anchor::Attribute {
+        attribute: attributes[0],
+        value: attribute_value(u, p, attributes[0]),
+    };
+    let steps = attributes[1..]
+        .iter()
+        .map(|&attribute| ChainStep::Filter {
+            attribute,
+            value: attribute_value(u, p, attribute),
+        })
+        .collect();
+    Chain { anchor, steps }
+}
+
 /// The people an anchor denotes: `p` for its name, every holder of the attribute's value.
 fn anchor_set(u: &Universe, anchor: &Anchor, p: PersonId) -> Vec<PersonId> {
     match anchor {

@@ -368,9 +368,10 @@ fn text_order(chain: &mut Chain, text: &str) {
 // ---------------------------------------------------------------------------------------------
 
 /// When a question has no single right answer: the answer sets that a generator could have
-/// meant. `structural`: a comparison side or a superlative base denotes several people (any
-/// answer consistent with a choice of person counts as ambiguous, even one equal to the
-/// query's own union); otherwise a tie (dates of birth, counts, or several people matching a
+/// meant. `structural`: a comparison side or a superlative base denotes several people whose
+/// choices lead to different answers (any answer consistent with a choice counts as ambiguous,
+/// even one equal to the query's own union; when every choice gives the same answer, the
+/// question has one right answer and is not ambiguous); otherwise a tie (dates of birth, counts, or several people matching a
 /// multi-attribute description): PhantomWiki's answer agrees when it names every tied person
 /// and is ambiguous when it names some of them.
 struct Readings {
@@ -379,6 +380,11 @@ struct Readings {
 }
 
 const MAX_CHOICES: usize = 10_000;
+
+/// Whether the readings do not all give the same answer.
+fn differ(choices: &[BTreeSet<String>]) -> bool {
+    choices.windows(2).any(|w| w[0] != w[1])
+}
 
 fn readings(
     query: &Query,
@@ -395,7 +401,6 @@ fn readings(
     Ok(match query {
         Query::Older(a, b) | Query::Younger(a, b) | Query::BornFirst(a, b) => {
             let (xs, ys) = (a.evaluate_native(u)?, b.evaluate_native(u)?);
-            let structural = xs.len() > 1 || ys.len() > 1;
             let oldest = !matches!(query, Query::Younger(..));
             let mut choices = Vec::new();
             for &x in &xs {
@@ -405,6 +410,7 @@ fn readings(
                     }
                 }
             }
+            let structural = (xs.len() > 1 || ys.len() > 1) && differ(&choices);
             let tie = choices.iter().any(|c| c.len() > 1);
             (structural || tie).then_some(Readings {
                 structural,
@@ -421,7 +427,7 @@ fn readings(
                 .map(|&p| names(&extreme_born(u, &r.related(u, p), oldest)))
                 .filter(|c| !c.is_empty())
                 .collect();
-            let structural = base.len() > 1;
+            let structural = base.len() > 1 && differ(&choices);
             let tie = choices.iter().any(|c| c.len() > 1);
             (structural || tie).then_some(Readings {
                 structural,
