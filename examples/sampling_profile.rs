@@ -47,16 +47,7 @@ fn main() -> rulegym::Result<()> {
         certified.questions().len()
     );
     for (name, p) in [("without", &plain), ("with", &certified)] {
-        let mut total = question::CellReport::default();
-        for c in p.report().cells.values() {
-            total.dead_ends += c.dead_ends;
-            total.duplicates += c.duplicates;
-            total.not_unique += c.not_unique;
-            total.degenerate += c.degenerate;
-            total.unsolvable += c.unsolvable;
-            total.accepted += c.accepted;
-        }
-        println!("{name}: {total:?}");
+        println!("{name}: {:?}", p.report().total());
     }
     Ok(())
 }

@@ -116,14 +116,7 @@ pub fn run(args: Args) -> Result<()> {
     if !quiet {
         eprintln!("write: {:.2} s", start.elapsed().as_secs_f64());
         eprint!("{}", question::balance::grid(&data.questions));
-        let mut total = question::CellReport::default();
-        for c in data.report.cells.values() {
-            total.dead_ends += c.dead_ends;
-            total.duplicates += c.duplicates;
-            total.not_unique += c.not_unique;
-            total.degenerate += c.degenerate;
-            total.unsolvable += c.unsolvable;
-        }
+        let total = data.report.total();
         eprintln!(
             "wrote {} people, {} articles, {} questions and the search index to {} \
              ({} skipped slots, {} rejected walks: {} dead ends, {} duplicates, {} not unique, \

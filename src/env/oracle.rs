@@ -269,17 +269,6 @@ fn retrieved_ids(
 }
 
 impl Certify for Certifier<'_> {
-    fn may_be_solvable(&self, query: &Query) -> bool {
-        // Every attribute anchor's holders must fit in one search's passages (the table holds
-        // exactly the values with at most k holders).
-        query.chains().iter().all(|c| match &c.anchor {
-            Anchor::Attribute { attribute, value } => self
-                .attributes
-                .contains_key(&format!("{} {value}", attribute.noun())),
-            Anchor::Name(_) => true,
-        })
-    }
-
     fn certify(&self, query: &Query, answers: &[String]) -> crate::Result<Certificate> {
         // Searches and the answer must fit in the turn cap.
         let cap = self.setting.max_turns - 1;

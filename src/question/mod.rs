@@ -299,14 +299,6 @@ pub struct Certificate {
 pub trait Certify: Sync {
     /// The certificate of `query`, whose answers are `answers`.
     fn certify(&self, query: &Query, answers: &[String]) -> crate::Result<Certificate>;
-
-    /// A cheap necessary condition, checked before anything else: `false` when `query` can
-    /// certainly not be solvable (e.g. an anchor attribute with more holders than passages per
-    /// search). `true` decides nothing.
-    fn may_be_solvable(&self, query: &Query) -> bool {
-        let _ = query;
-        true
-    }
 }
 
 /// One question, as written to `questions.jsonl`.
@@ -385,6 +377,23 @@ pub struct CellReport {
     pub degenerate: usize,
     /// Proposals the search environment cannot answer ([`Certificate`]).
     pub unsolvable: usize,
+}
+
+impl GenerationReport {
+    /// The cells' counts summed (`slots` and `accepted` included).
+    pub fn total(&self) -> CellReport {
+        let mut total = CellReport::default();
+        for c in self.cells.values() {
+            total.slots += c.slots;
+            total.accepted += c.accepted;
+            total.dead_ends += c.dead_ends;
+            total.duplicates += c.duplicates;
+            total.not_unique += c.not_unique;
+            total.degenerate += c.degenerate;
+            total.unsolvable += c.unsolvable;
+        }
+        total
+    }
 }
 
 impl CellReport {
@@ -518,10 +527,10 @@ pub fn propose_all(
     let mut all = Vec::new();
     // Under strict certificates an anchor denoting more people than one search returns can
     // never be solvable: walks give it up at once.
-    let strict = certifier.filter(|_| !config.keep_unsolvable);
-    let max_anchor_set = match strict {
-        Some(_) => config.solvability.top_k,
-        None => usize::MAX,
+    let max_anchor_set = if certifier.is_some() && !config.keep_unsolvable {
+        config.solvability.top_k
+    } else {
+        usize::MAX
     };
     for &family in &config.families {
         let mut questions = Vec::new();
@@ -556,10 +565,6 @@ pub fn propose_all(
                             continue;
                         }
                     };
-                    if strict.is_some_and(|c| !c.may_be_solvable(&p.query)) {
-                        counts.unsolvable += 1;
-                        continue;
-                    }
                     let text = text::question_text(&p.query);
                     if seen.contains(&text) {
                         counts.duplicates += 1;

@@ -288,27 +288,23 @@ fn random_step(
     sampler: Sampler,
     rng: &mut impl Rng,
 ) -> Option<(&'static Relation, PersonId)> {
-    let candidates = |r: &Relation| {
-        let mut c = match forward {
-            // Forward steps also keep the chain's sets apart (see `Reached`).
-            Some(reached) if reached.image(u, r).is_none() => Vec::new(),
-            Some(_) => r.related(u, p),
-            None => r.inverse_related(u, p),
+    // The unvisited people one step away by `r`.
+    let reachable = |r: &Relation| {
+        let mut c = if forward.is_some() {
+            r.related(u, p)
+        } else {
+            r.inverse_related(u, p)
         };
         c.retain(|x| !visited.contains(x));
         c
     };
+    // ... of a relation that keeps the chain's sets apart (see `Reached`), forward.
+    let candidates = |r: &Relation| match forward {
+        Some(reached) if reached.image(u, r).is_none() => Vec::new(),
+        _ => reachable(r),
+    };
     match sampler {
         Sampler::Uniform => {
-            let reachable = |r: &Relation| {
-                let mut c = if forward.is_some() {
-                    r.related(u, p)
-                } else {
-                    r.inverse_related(u, p)
-                };
-                c.retain(|x| !visited.contains(x));
-                c
-            };
             let mut pairs: Vec<(&'static Relation, PersonId)> = mode
                 .iter()
                 .flat_map(|&r| reachable(r).into_iter().map(move |x| (r, x)))

@@ -155,11 +155,25 @@ fn cli_prints_the_summary_and_fails_on_disagreement() {
     assert!(String::from_utf8_lossy(&missing.stderr).contains("facts.pl"));
 }
 
+/// A PhantomWiki directory of the extended-shapes questions over the n100 universe (the fixture
+/// holds only `questions.json`; `facts.pl` is the n100 fixture's).
+fn extended_shapes_dir() -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    for (from, name) in [
+        ("phantomwiki-n100-seed1", "facts.pl"),
+        ("phantomwiki-extended-shapes", "questions.json"),
+    ] {
+        std::fs::copy(fixture(from).join(name), dir.path().join(name)).unwrap();
+    }
+    dir
+}
+
 /// The extended shapes of public PhantomWiki extensions over the n100 universe: every answer was
 /// worked out by hand (tests/fixtures/phantomwiki-extended-shapes/README.md).
 #[test]
 fn extended_shapes_are_verified_per_shape() {
-    let pw = read_dir(&fixture("phantomwiki-extended-shapes")).unwrap();
+    let dir = extended_shapes_dir();
+    let pw = read_dir(dir.path()).unwrap();
     let report = verify_dir(&pw).unwrap();
     let q = &report.questions;
     let summary = format!(
@@ -229,7 +243,7 @@ fn extended_shapes_are_verified_per_shape() {
     // The CLI: exit 1, the new counts in the JSON and on stderr.
     let out = run(rulegym()
         .args(["phantomwiki", "verify", "--compact"])
-        .arg(fixture("phantomwiki-extended-shapes")));
+        .arg(dir.path()));
     assert_eq!(out.status.code(), Some(1));
     let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(json["ambiguous"], 2);

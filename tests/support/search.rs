@@ -6,8 +6,6 @@ use rulegym::corpus;
 use rulegym::engine::Engine;
 use rulegym::question::{self, Question, QuestionConfig};
 use rulegym::retrieval::SearchIndex;
-use rulegym::retrieval::docs::Document;
-use rulegym::retrieval::index_file::{EncoderChoice, IndexKind};
 use rulegym::universe::{Universe, UniverseConfig};
 use std::sync::Arc;
 
@@ -26,23 +24,7 @@ pub fn search_data(config: &QuestionConfig) -> SearchData {
     let universe = Universe::generate(&UniverseConfig::default()).unwrap();
     let engine = Engine::with_facts(&universe.facts()).unwrap();
     let (questions, _) = question::generate(&universe, &engine, config, None).unwrap();
-    let docs: Vec<Document> = corpus::articles(&universe)
-        .iter()
-        .enumerate()
-        .map(|(i, a)| {
-            let r = a.record(i as u32);
-            Document {
-                id: r.id,
-                contents: r.contents,
-            }
-        })
-        .collect();
-    let index = SearchIndex::build(
-        docs,
-        &EncoderChoice::Builtin(Default::default()),
-        IndexKind::Flat,
-    )
-    .unwrap();
+    let index = rulegym::dataset::build::article_index(&corpus::articles(&universe)).unwrap();
     SearchData {
         universe,
         questions,

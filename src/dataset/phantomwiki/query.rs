@@ -442,6 +442,19 @@ fn all_used(pool: &[Option<(Ext<'_>, String)>]) -> std::result::Result<(), Phant
     }
 }
 
+/// Takes the atom `a \= b` or `b \= a` from `pool`; whether there was one.
+fn take_neq(pool: &mut [Option<(Ext<'_>, String)>], a: &str, b: &str) -> bool {
+    take(pool, |e| match e {
+        Ext::Neq(x, y)
+            if (same_var(x, a) && same_var(y, b)) || (same_var(x, b) && same_var(y, a)) =>
+        {
+            Some(())
+        }
+        _ => None,
+    })
+    .is_some()
+}
+
 /// Takes the first atom of `pool` that `pick` accepts.
 fn take<'a, T>(
     pool: &mut [Option<(Ext<'a>, String)>],
@@ -556,17 +569,7 @@ fn superlative(
     }) else {
         return fail(&format!("the negation has no dob({other}, D2) atom"));
     };
-    if take(&mut inner, |e| match e {
-        Ext::Neq(x, y)
-            if (same_var(x, &other) && same_var(y, answer))
-                || (same_var(x, answer) && same_var(y, &other)) =>
-        {
-            Some(())
-        }
-        _ => None,
-    })
-    .is_none()
-    {
+    if !take_neq(&mut inner, &other, answer) {
         return fail(&format!("the negation has no {other} \\= {answer} atom"));
     }
     // `D2 @< D` (nobody born earlier) / `D @> D2`: the oldest; the reverse: the youngest.
@@ -624,17 +627,7 @@ fn most(
     if r2 != r {
         return fail(&format!("the negation counts {r2}, the question {r}"));
     }
-    if take(&mut inner, |e| match e {
-        Ext::Neq(x, y)
-            if (same_var(x, &other) && same_var(y, answer))
-                || (same_var(x, answer) && same_var(y, &other)) =>
-        {
-            Some(())
-        }
-        _ => None,
-    })
-    .is_none()
-    {
+    if !take_neq(&mut inner, &other, answer) {
         return fail(&format!("the negation has no {other} \\= {answer} atom"));
     }
     if take(&mut inner, |e| match e {
