@@ -48,11 +48,18 @@ pub enum Error {
     /// A worker thread panicked (a bug: please report it).
     #[error("a worker thread panicked during {0}")]
     ThreadPanicked(&'static str),
-    /// An engine does not hold the whole universe after loading its facts.
-    #[error("the engine holds {loaded} people, the universe {people}")]
+    /// An engine does not hold exactly the universe's facts after loading them (a clause is
+    /// missing, or one is left over from a universe the engine held before).
+    #[error(
+        "the engine holds {loaded} clauses of {predicate}, the universe of {people} people has {expected}"
+    )]
     EngineIncomplete {
-        /// People the engine answered for.
+        /// The fact predicate, as name/arity.
+        predicate: String,
+        /// Clauses the engine holds.
         loaded: i64,
+        /// Clauses in the universe's facts.
+        expected: usize,
         /// People in the universe.
         people: usize,
     },
@@ -66,6 +73,19 @@ pub enum Error {
         file: String,
         /// What is wrong.
         message: String,
+    },
+    /// Some universes of a batch failed; the others were written.
+    #[error(
+        "{} of {} universes failed: {}",
+        .failed.len(),
+        .failed.len() + .written.len(),
+        .failed.iter().map(|(s, e)| format!("seed {s}: {e}")).collect::<Vec<_>>().join("; ")
+    )]
+    BatchFailed {
+        /// The seeds written, in order.
+        written: Vec<u64>,
+        /// Each failed seed with its error.
+        failed: Vec<(u64, String)>,
     },
     /// An output path exists and replacing it was not asked for.
     #[error("{} already exists (pass --force to replace it)", .0.display())]

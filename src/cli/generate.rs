@@ -2,6 +2,7 @@
 
 use super::questions::QuestionArgs;
 use crate::Result;
+use crate::dataset::batch::{self, Batch, BatchEvent, SeedRange};
 use crate::dataset::{self, BuildConfig, BuildEvent};
 use crate::preset::Preset;
 use crate::question::{self, QuestionConfig};
@@ -21,8 +22,19 @@ pub struct Args {
     #[arg(long)]
     preset: Option<String>,
     /// Master seed.
-    #[arg(long, default_value_t = 1)]
+    #[arg(long, default_value_t = 1, conflicts_with = "seeds")]
     seed: u64,
+    /// Many universes in one process: `A..B` (B excluded) or `A..=B`; writes OUT/seed-S for
+    /// each seed S, byte-identical to `--seed S --out OUT/seed-S`.
+    #[arg(long)]
+    seeds: Option<SeedRange>,
+    /// With --seeds: universes built in parallel, one warm engine each (0: one per core).
+    #[arg(long, default_value_t = 0, requires = "seeds")]
+    workers: usize,
+    /// With --seeds: MiB of facts text a warm engine loads before it is replaced by a fresh
+    /// one (scryer never frees clauses; 0: a fresh engine per universe).
+    #[arg(long, default_value_t = 2, requires = "seeds")]
+    engine_budget_mib: usize,
     /// Number of family trees [default: 100].
     #[arg(long)]
     num_family_trees: Option<usize>,
@@ -89,11 +101,20 @@ pub fn run(args: Args) -> Result<()> {
     universe.easy_mode &= !args.hard_mode;
     let questions = args.questions.apply(base, args.seed, universe.easy_mode);
     let quiet = args.quiet;
-    dataset::check_output(&args.out, args.force)?;
     let config = BuildConfig {
         engines: args.engines,
         ..BuildConfig::new(universe, Some(questions))
     };
+    if let Some(seeds) = args.seeds {
+        let batch = Batch {
+            pin_question_seed: args.questions.question_seed.is_some(),
+            workers: args.workers,
+            engine_budget: args.engine_budget_mib << 20,
+            ..Batch::new(config, seeds)
+        };
+        return run_batch(&batch, &args.out, args.force, quiet);
+    }
+    dataset::check_output(&args.out, args.force)?;
     let mut bar = ProgressBar::hidden();
     let data = dataset::build_observed(&config, &mut |event| match event {
         BuildEvent::Started(stage) if !quiet => {
@@ -132,6 +153,46 @@ pub fn run(args: Args) -> Result<()> {
             total.not_unique,
             total.degenerate,
             total.unsolvable,
+        );
+    }
+    Ok(())
+}
+
+/// `--seeds`: [`batch::generate`], a line per universe (unless quiet) and a summary.
+fn run_batch(batch: &Batch, out: &std::path::Path, force: bool, quiet: bool) -> Result<()> {
+    let start = Instant::now();
+    let report = batch::generate(batch, out, force, &|event| {
+        if quiet {
+            return;
+        }
+        match event {
+            BatchEvent::Written(f) => eprintln!(
+                "seed {}: {} people, {} questions in {:.2} s{} -> {}",
+                f.seed,
+                f.people,
+                f.questions,
+                f.elapsed.as_secs_f64(),
+                if f.fresh_engine {
+                    " (fresh engine)"
+                } else {
+                    ""
+                },
+                f.dir.display()
+            ),
+            BatchEvent::Failed(seed, error) => eprintln!("seed {seed}: FAILED: {error}"),
+        }
+    })?;
+    if !quiet {
+        let n = report.universes.len();
+        let wall = start.elapsed().as_secs_f64();
+        eprintln!(
+            "wrote {n} universes ({} questions) under {} in {wall:.2} s: {:.3} s per universe, \
+             {} workers, {} engines started",
+            report.universes.iter().map(|f| f.questions).sum::<usize>(),
+            out.display(),
+            wall / n as f64,
+            report.workers,
+            report.engines_started,
         );
     }
     Ok(())

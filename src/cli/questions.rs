@@ -25,7 +25,7 @@ pub struct QuestionArgs {
     depth: Option<usize>,
     /// Seed of the question streams (defaults to the universe's seed).
     #[arg(long)]
-    question_seed: Option<u64>,
+    pub(crate) question_seed: Option<u64>,
     /// Drop "How many" questions from the base family.
     #[arg(long)]
     exclude_aggregation: bool,

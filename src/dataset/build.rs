@@ -4,7 +4,7 @@
 //! and the benches all call [`build`].
 
 use crate::corpus::{self, Article};
-use crate::engine::{Engine, Term, Var};
+use crate::engine::{Engine, FACT_PREDICATES, Term, Var};
 use crate::env::oracle::Certifier;
 use crate::question::{self, GenerationReport, Question, QuestionConfig};
 use crate::retrieval::{Document, EncoderChoice, IndexKind, SearchIndex};
@@ -37,6 +37,27 @@ impl BuildConfig {
             shard: (0, 1),
         }
     }
+}
+
+impl BuildConfig {
+    /// Checks the universe and question configs and the shard.
+    pub fn validate(&self) -> Result<()> {
+        self.universe.validate()?;
+        if let Some(questions) = &self.questions {
+            questions.validate()?;
+        }
+        question::check_shard(self.shard.0, self.shard.1)
+    }
+}
+
+/// Reports that stage `name` started; the returned closure reports that it finished.
+fn stage(
+    name: BuildStage,
+    observe: &mut dyn FnMut(BuildEvent),
+) -> impl FnOnce(&mut dyn FnMut(BuildEvent)) + use<> {
+    observe(BuildEvent::Started(name));
+    let start = Instant::now();
+    move |observe: &mut dyn FnMut(BuildEvent)| observe(BuildEvent::Finished(name, start.elapsed()))
 }
 
 /// The stages of [`build`], reported to its observer as they start and finish.
@@ -121,12 +142,7 @@ pub fn build_observed(
     config: &BuildConfig,
     observe: &mut dyn FnMut(BuildEvent),
 ) -> Result<Dataset> {
-    config.universe.validate()?;
-    if let Some(questions) = &config.questions {
-        questions.validate()?;
-    }
-    let (shard, shards) = config.shard;
-    question::check_shard(shard, shards)?;
+    config.validate()?;
     // Verification and the consult (~25 us per clause) are the critical path, so two engines
     // (one per core) halve the verification even for small sets: at 1,036 people and 380
     // questions the second core is otherwise idle.
@@ -135,21 +151,12 @@ pub fn build_observed(
         0 => cores.clamp(1, 2),
         n => n.min(16),
     };
-    let stage = |name: BuildStage, observe: &mut dyn FnMut(BuildEvent)| {
-        observe(BuildEvent::Started(name));
-        let start = Instant::now();
-        move |observe: &mut dyn FnMut(BuildEvent)| {
-            observe(BuildEvent::Finished(name, start.elapsed()))
-        }
-    };
     let starting: Vec<_> = (0..engine_count)
         .map(|_| std::thread::spawn(Engine::new))
         .collect();
     let done = stage(BuildStage::Universe, observe);
     let universe = Universe::generate(&config.universe)?;
     done(observe);
-    let facts = universe.facts();
-    let done = stage(BuildStage::LoadAndSample, observe);
     let engines = starting
         .into_iter()
         .map(|s| {
@@ -158,10 +165,48 @@ pub fn build_observed(
                 .map_err(Error::from)
         })
         .collect::<Result<Vec<Engine>>>()?;
+    let facts = universe.facts();
+    assemble(
+        config,
+        universe,
+        facts,
+        &engines,
+        FactLoad::Consult,
+        observe,
+    )
+}
+
+/// How [`assemble`] puts a universe's facts into its engines.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum FactLoad {
+    /// Fresh engines: a static consult (the fastest load).
+    Consult,
+    /// Warm engines that held other universes: [`Engine::replace_facts`].
+    Replace,
+}
+
+/// Everything after the universe: the facts load into `engines` while the articles render, the
+/// index is built and the questions are sampled; then the engines verify the questions.
+/// `config` is already validated.
+pub(crate) fn assemble(
+    config: &BuildConfig,
+    universe: Universe,
+    facts: String,
+    engines: &[Engine],
+    load: FactLoad,
+    observe: &mut dyn FnMut(BuildEvent),
+) -> Result<Dataset> {
+    let (shard, shards) = config.shard;
+    let done = stage(BuildStage::LoadAndSample, observe);
     let (articles, index, proposals) = std::thread::scope(|scope| {
         let loading: Vec<_> = engines
             .iter()
-            .map(|engine| scope.spawn(|| engine.consult("facts", &facts)))
+            .map(|engine| {
+                scope.spawn(|| match load {
+                    FactLoad::Consult => engine.consult("facts", &facts),
+                    FactLoad::Replace => engine.replace_facts(&facts),
+                })
+            })
             .collect();
         let articles = corpus::articles(&universe);
         let sampled = (|| {
@@ -182,7 +227,7 @@ pub fn build_observed(
         Ok::<_, Error>((articles, index, proposals))
     })?;
     done(observe);
-    check_loaded(&engines[0], &universe)?;
+    check_loaded(&engines[0], &universe, &facts)?;
     let (questions, report) = match proposals {
         Some(proposals) => {
             let done = stage(BuildStage::Verify, observe);
@@ -224,23 +269,26 @@ pub fn article_index(articles: &[Article]) -> Result<SearchIndex> {
     )?)
 }
 
-/// Checks that the engine holds every person (one `gender` fact each).
-fn check_loaded(engine: &Engine, universe: &Universe) -> Result<()> {
-    let (p, g, n) = (Var::numbered(0), Var::numbered(1), Var::numbered(2));
-    let count = Term::compound(
-        "count_solutions",
-        [
-            Term::compound("gender", [Term::var(&p), Term::var(&g)]),
-            Term::var(&n),
-        ],
-    );
-    let rows = engine.query(&count, &[n])?;
-    let loaded = rows.first().and_then(|r| r[0].as_int()).unwrap_or(-1);
-    if loaded != universe.people.len() as i64 {
-        return Err(Error::EngineIncomplete {
-            loaded,
-            people: universe.people.len(),
-        });
+/// Checks that the engine holds exactly this universe's facts: as many clauses of each of
+/// [`FACT_PREDICATES`] as `facts` (one clause per line) has, so a person missing from the load
+/// or a clause left over from a universe a warm engine held before is an error.
+fn check_loaded(engine: &Engine, universe: &Universe, facts: &str) -> Result<()> {
+    let n = Var::numbered(0);
+    for &(name, arity) in FACT_PREDICATES {
+        let head = Term::compound(name, (0..arity).map(|_| Term::var(&Var::anonymous())));
+        let count = Term::compound("count_solutions", [head, Term::var(&n)]);
+        let rows = engine.query(&count, std::slice::from_ref(&n))?;
+        let loaded = rows.first().and_then(|r| r[0].as_int()).unwrap_or(-1);
+        let prefix = format!("{name}(");
+        let expected = facts.lines().filter(|l| l.starts_with(&prefix)).count();
+        if loaded != expected as i64 {
+            return Err(Error::EngineIncomplete {
+                predicate: format!("{name}/{arity}"),
+                loaded,
+                expected,
+                people: universe.people.len(),
+            });
+        }
     }
     Ok(())
 }

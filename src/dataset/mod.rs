@@ -3,9 +3,11 @@
 //! every file), written atomically: everything goes to a temporary sibling directory
 //! that is renamed into place only when complete, so a failed run leaves no half-written output.
 
+pub mod batch;
 pub mod build;
 pub mod phantomwiki;
 
+pub use batch::{Batch, SeedRange};
 pub use build::{BuildConfig, BuildEvent, BuildStage, Dataset, build, build_observed};
 
 use crate::corpus::Article;
