@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Times PhantomWiki 1.0.3 (SWI-Prolog via pyswip) and `rulegym generate` side by side on the same
-# configurations: easy mode, question depth 16 (38 templates), trees of up to 10 people, depth 10,
-# seed 1. Wall time and peak RSS come from /usr/bin/time -f "%e %M"; rulegym's figure is the
+# configurations: question depth 16 (38 templates), trees of up to 10 people, depth 10, seed 1,
+# easy mode unless the configuration says hard (all 45 relations). Wall time and peak RSS come from /usr/bin/time -f "%e %M"; rulegym's figure is the
 # median of RULEGYM_RUNS runs, the peer's the median of PEER_RUNS runs. Every run's question count
 # is checked, and (VERIFY=1) rulegym's rule base re-answers every question PhantomWiki generated
 # (`rulegym phantomwiki verify`), so the larger universes are a compatibility check too.
@@ -9,14 +9,21 @@
 # Installs the peer when missing: apt-get install swi-prolog-nox, a Python 3.12 venv, pip install
 # phantom-wiki==1.0.3.
 #
+# Then (BATCH=N, N > 0) the many-universes comparison: N PhantomWiki runs with seeds 1..N (one
+# process each, the only way PhantomWiki makes many universes) against one
+# `rulegym generate --seeds 1..=N`, at BATCH_CONFIG; total wall, per-universe cost, peak RSS.
+#
 # Usage: scripts/compare-phantomwiki.sh
-# Env:   CONFIGS="100:10 100:100 1000:100" (trees:questions-per-template), RULEGYM_RUNS=3,
+# Env:   CONFIGS="100:10 100:100 1000:100 100:10:hard 1000:10 1000:10:hard"
+#        (trees:questions-per-template[:hard]), BATCH=100, BATCH_CONFIG=100:10, RULEGYM_RUNS=3,
 #        PEER_RUNS=1, PW_VENV=/tmp/pwvenv, PYTHON312=/root/.pyenv/versions/3.12.1/bin/python,
 #        WORK=/tmp/compare-phantomwiki, VERIFY=1, RULEGYM=path/to/rulegym (default: build it)
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
-CONFIGS="${CONFIGS:-100:10 100:100 1000:100}"
+CONFIGS="${CONFIGS:-100:10 100:100 1000:100 100:10:hard 1000:10 1000:10:hard}"
+BATCH="${BATCH:-100}"
+BATCH_CONFIG="${BATCH_CONFIG:-100:10}"
 RULEGYM_RUNS="${RULEGYM_RUNS:-3}"
 PEER_RUNS="${PEER_RUNS:-1}"
 PW_VENV="${PW_VENV:-/tmp/pwvenv}"
@@ -67,23 +74,28 @@ run() {
 echo "## PhantomWiki $PEER_VERSION (SWI-Prolog $SWI_VERSION) vs rulegym $("$RULEGYM" --version | awk '{print $2}')"
 echo "machine: $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'); load average at start: $(loadavg)"
 echo
-echo "| trees | q/template | people | questions (peer / rulegym) | peer wall s | rulegym wall s (median of $RULEGYM_RUNS) | wall ratio | peer / rulegym CPU s | peer peak MB | rulegym peak MB | load avg during | verify peer's questions |"
-echo "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"
+echo "| trees | q/template | mode | people | questions (peer / rulegym) | peer wall s | rulegym wall s (median of $RULEGYM_RUNS) | wall ratio | peer / rulegym CPU s | peer peak MB | rulegym peak MB | load avg during | verify peer's questions |"
+echo "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"
 for config in $CONFIGS; do
-    trees="${config%%:*}"
-    per="${config##*:}"
-    tag="t${trees}-q${per}"
+    IFS=: read -r trees per mode <<<"$config"
+    mode="${mode:-easy}"
+    case "$mode" in
+        easy) peer_mode=(--easy-mode); rg_mode=() ;;
+        hard) peer_mode=(); rg_mode=(--hard-mode) ;;
+        *) echo "unknown mode $mode in $config (easy or hard)" >&2; exit 2 ;;
+    esac
+    tag="t${trees}-q${per}-${mode}"
     rm -f "$WORK/peer-$tag.times" "$WORK/rulegym-$tag.times"
     load_before="$(loadavg | cut -d' ' -f1)"
     for _ in $(seq "$PEER_RUNS"); do
         run "peer-$tag" "$WORK/peer-$tag" "$PW_VENV/bin/python" -m phantom_wiki \
             -od "$WORK/peer-$tag" --seed 1 --question-depth 16 --num-family-trees "$trees" \
-            --max-family-tree-size 10 --max-family-tree-depth 10 --easy-mode \
+            --max-family-tree-size 10 --max-family-tree-depth 10 "${peer_mode[@]}" \
             --num-questions-per-type "$per" --article-format json --question-format json
     done
     for _ in $(seq "$RULEGYM_RUNS"); do
         run "rulegym-$tag" "$WORK/rulegym-$tag" "$RULEGYM" generate --out "$WORK/rulegym-$tag" \
-            --seed 1 --num-family-trees "$trees" --per-template "$per" --depth 16 --quiet
+            --seed 1 --num-family-trees "$trees" --per-template "$per" --depth 16 --quiet "${rg_mode[@]}"
     done
     load_after="$(loadavg | cut -d' ' -f1)"
     peer_q="$("$PW_VENV/bin/python" -c 'import json,sys; print(len(json.load(open(sys.argv[1]))))' "$WORK/peer-$tag/questions.json")"
@@ -105,10 +117,47 @@ for config in $CONFIGS; do
             verdict="FAILED: $(tail -1 "$WORK/verify-$tag.err")"
         fi
     fi
-    printf '| %s | %s | %s / %s | %s / %s | %s | %s | %s | %s / %s | %d | %d | %s -> %s | %s |\n' \
-        "$trees" "$per" "$peer_people" "$people" "$peer_q" "$rg_q" "$peer_wall" "$rg_wall" "$ratio" \
+    printf '| %s | %s | %s | %s / %s | %s / %s | %s | %s | %s | %s / %s | %d | %d | %s -> %s | %s |\n' \
+        "$trees" "$per" "$mode" "$peer_people" "$people" "$peer_q" "$rg_q" "$peer_wall" "$rg_wall" "$ratio" \
         "$peer_cpu" "$rg_cpu" \
         "$((peer_kb / 1024))" "$((rg_kb / 1024))" "$load_before" "$load_after" "$verdict"
 done
+
+# --- many universes ---------------------------------------------------------------------------
+if [ "$BATCH" -gt 0 ]; then
+    IFS=: read -r trees per _ <<<"$BATCH_CONFIG"
+    echo
+    echo "### $BATCH universes of $BATCH_CONFIG (trees:questions-per-template, easy mode), seeds 1..$BATCH"
+    echo
+    rm -f "$WORK/peer-batch.times" "$WORK/rulegym-batch.times"
+    load_before="$(loadavg | cut -d' ' -f1)"
+    peer_start=$(date +%s.%N)
+    for seed in $(seq "$BATCH"); do
+        run "peer-batch" "$WORK/peer-batch" "$PW_VENV/bin/python" -m phantom_wiki \
+            -od "$WORK/peer-batch" --seed "$seed" --question-depth 16 --num-family-trees "$trees" \
+            --max-family-tree-size 10 --max-family-tree-depth 10 --easy-mode \
+            --num-questions-per-type "$per" --article-format json --question-format json
+    done
+    peer_total="$(awk -v s="$peer_start" -v e="$(date +%s.%N)" 'BEGIN {printf "%.1f", e - s}')"
+    load_mid="$(loadavg | cut -d' ' -f1)"
+    run "rulegym-batch" "$WORK/rulegym-batch" "$RULEGYM" generate --out "$WORK/rulegym-batch" \
+        --seeds "1..=$BATCH" --num-family-trees "$trees" --per-template "$per" --depth 16 --quiet
+    load_after="$(loadavg | cut -d' ' -f1)"
+    rg_total="$(cut -d' ' -f1 "$WORK/rulegym-batch.times")"
+    rg_cpu="$(awk '{print $3 + $4}' "$WORK/rulegym-batch.times")"
+    rg_kb="$(cut -d' ' -f2 "$WORK/rulegym-batch.times")"
+    peer_kb="$(cut -d' ' -f2 "$WORK/peer-batch.times" | sort -g | tail -1)"
+    peer_cpu="$(awk '{s += $3 + $4} END {printf "%.1f", s}' "$WORK/peer-batch.times")"
+    dirs="$(find "$WORK/rulegym-batch" -mindepth 1 -maxdepth 1 -type d -name 'seed-*' | wc -l)"
+    rg_q="$(cat "$WORK"/rulegym-batch/seed-*/questions.jsonl | wc -l)"
+    echo "| universes | peer total wall s | peer s per universe | rulegym total wall s | rulegym s per universe | wall ratio | peer / rulegym CPU s | peer peak MB (largest run) | rulegym peak MB (whole batch) | rulegym questions | load avg |"
+    echo "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"
+    printf '| %s | %s | %s | %s | %s | %s | %s / %s | %d | %d | %s | %s -> %s -> %s |\n' \
+        "$dirs" "$peer_total" "$(awk -v t="$peer_total" -v n="$BATCH" 'BEGIN {printf "%.3f", t / n}')" \
+        "$rg_total" "$(awk -v t="$rg_total" -v n="$BATCH" 'BEGIN {printf "%.4f", t / n}')" \
+        "$(awk -v a="$peer_total" -v b="$rg_total" 'BEGIN {printf "%.1fx", a / b}')" \
+        "$peer_cpu" "$rg_cpu" "$((peer_kb / 1024))" "$((rg_kb / 1024))" "$rg_q" \
+        "$load_before" "$load_mid" "$load_after"
+fi
 echo
 echo "all runs (wall s, peak KB, user s, sys s): $(for f in "$WORK"/*.times; do printf '%s: %s; ' "$(basename "$f" .times)" "$(tr '\n' ' ' <"$f")"; done)"

@@ -99,6 +99,18 @@ def generate_dataset(
     force: bool = False,
 ) -> int:
     """Writes a dataset directory like ``rulegym generate``; returns the question count."""
+def generate_datasets(
+    out: _Path,
+    seeds: str,
+    universe: Optional[Dict[str, Any]] = None,
+    questions: Optional[Dict[str, Any]] = None,
+    force: bool = False,
+    workers: int = 0,
+    engine_budget_mib: int = 2,
+) -> List[Dict[str, Any]]:
+    """One dataset directory per seed of ``seeds`` ("A..B" or "A..=B") under ``out``
+    (``out/seed-S``), each identical to :func:`generate_dataset` of that seed, like
+    ``rulegym generate --seeds``; one dict per universe (seed, dir, people, questions, seconds)."""
 def build_index(corpus: _Path, out: _Path) -> int:
     """Builds a flat built-in-encoder index over a Search-R1 JSONL corpus; returns its size."""
 def oracle(dataset: _Path, index: _Path, top_k: int = 3) -> List[Dict[str, Any]]:

@@ -78,6 +78,7 @@ fn _rulegym(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(universe::generate_questions, m)?)?;
     m.add_function(wrap_pyfunction!(universe::generate_questions_jsonl, m)?)?;
     m.add_function(wrap_pyfunction!(universe::generate_dataset, m)?)?;
+    m.add_function(wrap_pyfunction!(universe::generate_datasets, m)?)?;
     m.add_function(wrap_pyfunction!(retrieval::build_index, m)?)?;
     m.add_function(wrap_pyfunction!(search_env::oracle, m)?)?;
     m.add_function(wrap_pyfunction!(search_env::bench_rust_steps, m)?)?;

@@ -269,30 +269,34 @@ fn retrieved_ids(
 }
 
 impl Certify for Certifier<'_> {
-    fn certify(&self, query: &Query, answers: &[String]) -> crate::Result<Certificate> {
+    fn certify(
+        &self,
+        query: &Query,
+        answers: &[String],
+        unsolvable_too: bool,
+    ) -> crate::Result<Option<Certificate>> {
+        let certificate = |solvable: bool, searches: usize| Certificate {
+            solvable,
+            searches,
+            top_k: self.setting.top_k,
+            max_turns: self.setting.max_turns,
+        };
         // Searches and the answer must fit in the turn cap.
         let cap = self.setting.max_turns - 1;
         let Some(plan) = bounded_proof_plan(self.universe, query, cap) else {
-            return Ok(Certificate {
-                solvable: false,
-                searches: proof_plan(self.universe, query)
+            return Ok(unsolvable_too.then(|| {
+                let searches = proof_plan(self.universe, query)
                     .searches(self.universe)
-                    .len(),
-                top_k: self.setting.top_k,
-                max_turns: self.setting.max_turns,
-            });
+                    .len();
+                certificate(false, searches)
+            }));
         };
         let searches = plan.searches(self.universe);
         let solvable = searches
             .iter()
             .all(|(text, people)| self.retrieves(text, people))
             && score(&oracle_answer(answers), answers, self.score_mode).f1 == 1.0;
-        Ok(Certificate {
-            solvable,
-            searches: searches.len(),
-            top_k: self.setting.top_k,
-            max_turns: self.setting.max_turns,
-        })
+        Ok((solvable || unsolvable_too).then(|| certificate(solvable, searches.len())))
     }
 }
 

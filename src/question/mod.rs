@@ -297,8 +297,16 @@ pub struct Certificate {
 /// Decides solvability (implemented over the search environment by
 /// [`crate::env::oracle::Certifier`]).
 pub trait Certify: Sync {
-    /// The certificate of `query`, whose answers are `answers`.
-    fn certify(&self, query: &Query, answers: &[String]) -> crate::Result<Certificate>;
+    /// The certificate of `query`, whose answers are `answers`, or `None` when the question
+    /// is unsolvable and `unsolvable_too` is false (the sampler then rejects it and needs no
+    /// certificate: counting the searches of a plan past the turn cap can cost more than the
+    /// decision).
+    fn certify(
+        &self,
+        query: &Query,
+        answers: &[String],
+        unsolvable_too: bool,
+    ) -> crate::Result<Option<Certificate>>;
 }
 
 /// One question, as written to `questions.jsonl`.
@@ -581,13 +589,15 @@ pub fn propose_all(
                         continue;
                     }
                     let certificate = match certifier {
-                        Some(c) => Some(c.certify(&p.query, &screened)?),
+                        Some(c) => match c.certify(&p.query, &screened, config.keep_unsolvable)? {
+                            Some(c) if c.solvable || config.keep_unsolvable => Some(c),
+                            _ => {
+                                counts.unsolvable += 1;
+                                continue;
+                            }
+                        },
                         None => None,
                     };
-                    if certificate.is_some_and(|c| !c.solvable) && !config.keep_unsolvable {
-                        counts.unsolvable += 1;
-                        continue;
-                    }
                     seen.insert(text.clone());
                     accepted = Some((p, text, screened, certificate));
                     break;

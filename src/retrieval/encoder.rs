@@ -7,6 +7,31 @@
 use super::RetrievalError;
 use sha2::{Digest, Sha256};
 use std::collections::HashMap;
+use std::hash::{BuildHasherDefault, Hasher};
+
+/// A hasher for keys that are already well-mixed 64-bit feature hashes: one multiply instead of
+/// SipHash (the maps are only looked up, never iterated in an order that reaches the output).
+#[derive(Default, Clone, Copy)]
+struct FeatureHasher(u64);
+
+impl Hasher for FeatureHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.0 = (self.0.rotate_left(8) ^ b as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+        }
+    }
+
+    fn write_u64(&mut self, n: u64) {
+        self.0 = n.wrapping_mul(0x9e37_79b9_7f4a_7c15);
+    }
+}
+
+/// Feature hash -> value.
+type FeatureMap<V> = HashMap<u64, V, BuildHasherDefault<FeatureHasher>>;
 
 /// Whether a text is a search query or a corpus passage (some models prefix them differently).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -125,6 +150,7 @@ fn words(text: &str) -> Vec<String> {
 fn features(text: &str, cfg: &BuiltinConfig, out: &mut Vec<(u64, f32)>) {
     out.clear();
     let ws = words(text);
+    let mut chars: Vec<char> = Vec::new();
     for (i, w) in ws.iter().enumerate() {
         if cfg.unigram_weight > 0.0 {
             out.push((fnv1a(UNI, &[w.as_bytes()]), cfg.unigram_weight));
@@ -136,10 +162,10 @@ fn features(text: &str, cfg: &BuiltinConfig, out: &mut Vec<(u64, f32)>) {
             ));
         }
         if cfg.trigram_weight > 0.0 {
-            let chars: Vec<char> = std::iter::once('<')
-                .chain(w.chars())
-                .chain(std::iter::once('>'))
-                .collect();
+            chars.clear();
+            chars.push('<');
+            chars.extend(w.chars());
+            chars.push('>');
             let mut buf = [0u8; 12];
             for t in chars.windows(3) {
                 let mut n = 0;
@@ -162,7 +188,7 @@ fn features(text: &str, cfg: &BuiltinConfig, out: &mut Vec<(u64, f32)>) {
 #[derive(Clone, Debug)]
 pub struct BuiltinEncoder {
     cfg: BuiltinConfig,
-    idf: HashMap<u64, f32>,
+    idf: FeatureMap<f32>,
     docs: u64,
     digest: String,
     table: Vec<(u64, u32)>,
@@ -172,7 +198,7 @@ impl BuiltinEncoder {
     /// Fits document frequencies on `passages`.
     pub fn fit(cfg: BuiltinConfig, passages: &[&str]) -> Result<Self, RetrievalError> {
         cfg.validate()?;
-        let mut df: HashMap<u64, u32> = HashMap::new();
+        let mut df: FeatureMap<u32> = FeatureMap::default();
         let mut feats = Vec::new();
         let mut seen: Vec<u64> = Vec::new();
         for p in passages {
@@ -199,7 +225,7 @@ impl BuiltinEncoder {
         cfg.validate()?;
         let mut hasher = Sha256::new();
         hasher.update(docs.to_le_bytes());
-        let mut idf = HashMap::with_capacity(table.len());
+        let mut idf = FeatureMap::with_capacity_and_hasher(table.len(), Default::default());
         let n = docs as f64;
         for (i, &(h, df)) in table.iter().enumerate() {
             if i > 0 && table[i - 1].0 >= h {
