@@ -21,7 +21,7 @@ from typing import Any, Dict, List, Mapping, Optional, Tuple
 
 from skyrl_gym.envs.base_text_env import BaseTextEnv, BaseTextEnvStepOutput
 
-from . import _rulegym
+from rulegym import _rulegym
 
 #: Environment ids registered by :func:`register` (the version bumps when outputs change).
 SEARCH_ENV_ID = "rulegym-search-v1"

@@ -49,7 +49,9 @@ from collections import OrderedDict
 from typing import Any, Dict, List, Optional, Tuple
 from uuid import uuid4
 
-from . import _rulegym
+# Absolute, not relative: verl loads this file standalone (custom_reward_function.path), as a
+# module without a parent package.
+from rulegym import _rulegym
 
 
 def _answers(ground_truth: Any) -> list:
