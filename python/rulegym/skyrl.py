@@ -8,9 +8,17 @@ Usage inside a SkyRL training entry point::
 
 Dataset rows (``env_class: rulegym-search-v1``) carry ``reward_spec: {"ground_truth": [answers]}``
 (a list, a comma-separated string, or Search-R1's ``{"target": [...]}``), and optionally
-``extra_info: {"question": ..., "gold_docs": [...]}`` and ``max_turns``. The environment config
-(``env_config``, e.g. ``environment.skyrl_gym.rulegym``) names the index file: ``index_path``,
-plus optional ``top_k``, ``max_turns``, ``end_on_invalid``, ``score_mode``.
+``extra_info: {"question": ..., "gold_docs": [...], "index_path": ...}`` and ``max_turns``.
+
+Where the index comes from: SkyRL's generator builds each environment with
+``skyrl_gym.make(env_class, env_config=getattr(cfg.environment.skyrl_gym, env_class, {}),
+extras=<the row's other columns>)``, and SkyRL's typed config (``SkyRLGymConfig``) accepts no
+key it does not declare, so no ``environment.skyrl_gym.<id>`` setting can reach a rulegym
+environment. The row carries it instead: ``rulegym export --dataset D --format skyrl`` records
+the absolute path of the dataset's index (or ``--index``) in every row's
+``extra_info.index_path``. An ``env_config`` passed directly (``skyrl_gym.make(...,
+env_config={"index_path": ...})``, outside SkyRL's trainer) wins over the row; it may also set
+``top_k``, ``max_turns``, ``end_on_invalid``, ``score_mode``.
 
 The tool-use environment is :class:`ToolEnv` (``rulegym-tool-v1``): the task comes with the row.
 """
@@ -21,7 +29,7 @@ from typing import Any, Dict, List, Mapping, Optional, Tuple
 
 from skyrl_gym.envs.base_text_env import BaseTextEnv, BaseTextEnvStepOutput
 
-from . import _rulegym
+from rulegym import _rulegym
 
 #: Environment ids registered by :func:`register` (the version bumps when outputs change).
 SEARCH_ENV_ID = "rulegym-search-v1"
@@ -65,10 +73,14 @@ class SearchEnv(BaseTextEnv):
         reward_spec = extras.get("reward_spec")
         if not reward_spec or "ground_truth" not in reward_spec:
             raise ValueError("extras must carry reward_spec.ground_truth")
-        index_path = _get(env_config, "index_path")
-        if not index_path:
-            raise ValueError("env_config.index_path (a rulegym index file) is required")
         extra_info = extras.get("extra_info") or {}
+        index_path = _get(env_config, "index_path") or _get(extra_info, "index_path")
+        if not index_path:
+            raise ValueError(
+                "no rulegym index: rows from `rulegym export --dataset D --format skyrl` carry "
+                "extra_info.index_path (pass --index when the dataset has no index.idx), or pass "
+                "env_config={'index_path': ...}"
+            )
         config: Dict[str, Any] = {}
         for key in ("top_k", "max_turns", "end_on_invalid", "score_mode", "prompt", "system_prompt"):
             value = _get(env_config, key)

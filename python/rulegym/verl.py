@@ -1,18 +1,24 @@
 """verl adapter.
 
-* :func:`compute_score` is a verl reward function (``custom_reward_function.path`` pointing at
-  this file's module, ``name: compute_score``). It needs no verl import and agrees with
+* :func:`compute_score` is a verl reward function: ``reward.custom_reward_function.path`` (verl
+  0.9; ``custom_reward_function.path`` in 0.7) set to this file's path
+  (``<site-packages>/rulegym/verl.py``: verl loads it standalone, outside the package, so this
+  module imports only absolute names) or to ``pkg://rulegym.verl``, with ``name:
+  compute_score``. It needs no verl import and agrees with
   ``rulegym score``: the last ``<answer>...</answer>`` of the response (or the plain text when
   there is none) scored by set F1 after SQuAD normalisation.
 * :class:`SearchTool` (available when verl is importable) is a verl ``BaseTool`` searching a
   rulegym index in process: declare it in the tool YAML as
-  ``class_name: rulegym.verl.SearchTool`` with ``config: {index_path: ..., top_k: 3}``.
-  verl's own ``SearchTool`` also works unchanged against ``rulegym serve`` (Search-R1's
-  ``/retrieve`` protocol). The tool logic lives in :class:`SearchToolCore`, which has no verl
-  dependency.
+  ``class_name: rulegym.verl.SearchTool`` with ``config: {type: native, index_path: ...,
+  top_k: 3}``. (verl <= 0.7's own ``verl.tools.search_tool`` also works against ``rulegym
+  serve``; verl 0.8 removed it. On verl 0.9 the search environment is the agent loop
+  ``rulegym.verl_agent.SearchAgentLoop``.) The tool logic lives in :class:`SearchToolCore`,
+  which has no verl dependency.
 
 * :class:`TaskTool` and :class:`UserInteraction` (available when verl is importable) run
-  rulegym tool-use tasks in verl's multi-turn agent loop: ``rulegym export --tasks FILE
+  rulegym tool-use tasks in verl's multi-turn agent loop. On verl >= 0.8, which has no
+  interactions, :class:`TaskTool` runs inside ``rulegym.verl_agent.ToolUseAgentLoop`` (the
+  agent loop plays the simulated user and scores the rubric); on verl 0.7: ``rulegym export --tasks FILE
   --format verl --out train.parquet`` writes the rows plus ``train_tool_config.yaml`` (one
   ``rulegym.verl.TaskTool`` entry per tool, with the task's OpenAI schema) and
   ``train_interaction_config.yaml`` (``rulegym.verl.UserInteraction``, name ``rulegym_user``).
@@ -49,7 +55,9 @@ from collections import OrderedDict
 from typing import Any, Dict, List, Optional, Tuple
 from uuid import uuid4
 
-from . import _rulegym
+# Absolute, not relative: verl loads this file standalone (custom_reward_function.path), as a
+# module without a parent package.
+from rulegym import _rulegym
 
 
 def _answers(ground_truth: Any) -> list:
@@ -253,6 +261,11 @@ def _episode_key(instance_id: Optional[str], kwargs: Dict[str, Any]) -> Optional
     with) and a throw-away instance id per call; older rollouts use the request id as the
     instance id."""
     agent_data = kwargs.get("agent_data")
+    # rulegym's own agent loop (rulegym.verl_agent) names its episode on the trajectory's
+    # agent data: verl's request ids repeat across trajectories under full determinism.
+    own = getattr(agent_data, "rulegym_episode_key", None)
+    if own is not None:
+        return str(own)
     request_id = getattr(agent_data, "request_id", None)
     return str(request_id) if request_id is not None else instance_id
 

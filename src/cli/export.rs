@@ -40,6 +40,16 @@ pub struct Args {
     /// `search`).
     #[arg(long)]
     env_class: Option<String>,
+    /// Questions: the index the environment searches, recorded (absolute) in every row's
+    /// `extra_info.index_path`, where `rulegym.skyrl.SearchEnv` and verl's
+    /// `rulegym_search_agent` find it (default: the dataset's index.idx when it exists).
+    #[arg(long, conflicts_with = "tasks")]
+    index: Option<PathBuf>,
+    /// Tool-use tasks in verl format: `agent_name` of every row (default rulegym_tool_agent,
+    /// rulegym's agent loop for verl >= 0.8, declared in `<stem>_agent_loop_config.yaml`;
+    /// `tool_agent` runs verl 0.7's tool agent loop with the interaction config).
+    #[arg(long, requires = "tasks")]
+    agent_name: Option<String>,
 }
 
 /// Runs `rulegym export`.
@@ -53,6 +63,7 @@ pub fn run(args: Args) -> Result<()> {
             data_source: args.data_source.unwrap_or(defaults.data_source),
             env_class: args.env_class.unwrap_or(defaults.env_class),
             split: args.split.unwrap_or(defaults.split),
+            agent_name: args.agent_name.unwrap_or(defaults.agent_name),
             ..ToolExportOptions::default()
         };
         let files = export_tasks(&args.out, &tasks, &options)?;
@@ -74,8 +85,25 @@ pub fn run(args: Args) -> Result<()> {
     if let Some(split) = &args.split {
         questions.retain(|q| &q.split == split);
     }
+    let index = args
+        .index
+        .or_else(|| Some(dataset.join("index.idx")).filter(|p| p.is_file()));
+    let index_path = match index {
+        Some(p) if !p.is_file() => {
+            return Err(crate::Error::Config(format!(
+                "--index {}: no such file",
+                p.display()
+            )));
+        }
+        Some(p) => std::path::absolute(&p)
+            .unwrap_or(p)
+            .to_string_lossy()
+            .into_owned(),
+        None => String::new(),
+    };
     let defaults = ExportOptions::default();
     let options = ExportOptions {
+        index_path,
         format,
         data_source: args.data_source.unwrap_or(defaults.data_source),
         env_class: args.env_class.unwrap_or(defaults.env_class),

@@ -83,6 +83,10 @@ pub struct ExportOptions {
     pub env_class: String,
     /// The environment configuration whose prompt the rows carry.
     pub config: SearchEnvConfig,
+    /// The index the rows are searched over, recorded in every row's `extra_info.index_path`
+    /// (SkyRL's typed config cannot carry an env config for `rulegym-search-v1`, so the
+    /// environment reads it from the row; `""` when unknown).
+    pub index_path: String,
 }
 
 impl Default for ExportOptions {
@@ -93,6 +97,7 @@ impl Default for ExportOptions {
             ability: "fact-reasoning".into(),
             env_class: "rulegym-search-v1".into(),
             config: SearchEnvConfig::default(),
+            index_path: String::new(),
         }
     }
 }
@@ -116,6 +121,8 @@ pub struct ExtraInfo {
     pub difficulty: i64,
     /// `who`, `what`, `how-many` or `comparison`.
     pub kind: String,
+    /// The index file the environment searches (`""` when the export was not given one).
+    pub index_path: String,
 }
 
 /// One exported row, format-independent.
@@ -162,6 +169,7 @@ pub fn rows(questions: &[Question], options: &ExportOptions) -> crate::Result<Ve
                     hops: q.hops as i64,
                     difficulty: i64::from(q.difficulty),
                     kind: q.kind.clone(),
+                    index_path: options.index_path.clone(),
                 },
             })
         })
@@ -261,6 +269,7 @@ const EXTRA_SCHEMA: &str = "
     required int64 hops;
     required int64 difficulty;
     required binary kind (UTF8);
+    required binary index_path (UTF8);
   }";
 
 pub(crate) const PROMPT_SCHEMA: &str = "
@@ -321,6 +330,7 @@ fn columns(rows: &[ExportRow], options: &ExportOptions) -> Vec<Column> {
         Column::Int(rows.iter().map(|r| r.extra.hops).collect()),
         Column::Int(rows.iter().map(|r| r.extra.difficulty).collect()),
         str_column(rows.iter().map(|r| r.extra.kind.as_str())),
+        str_column(rows.iter().map(|r| r.extra.index_path.as_str())),
     ]
 }
 

@@ -4,12 +4,15 @@
 //! task's instruction; the tools reach the chat template from the tool config), `ability`,
 //! `reward_model: {style: "rule", ground_truth: {task_id}}`, `extra_info: {index, split, id,
 //! tools_kwargs: {<tool>: {create_kwargs: {task_id[, tool]}}}, interaction_kwargs: {name,
-//! task_id, task}}` and `agent_name: "tool_agent"`, plus two files next to the parquet: the tool
-//! config (`<stem>_tool_config.yaml`: one [`VERL_TOOL_CLASS`] entry per exported tool with its
-//! OpenAI schema) and the interaction config (`<stem>_interaction_config.yaml`: the simulated
-//! user [`VERL_INTERACTION_CLASS`]). The task JSON travels once per row, in
-//! `interaction_kwargs`: the interaction starts the episode (world state, user, rubric) under
-//! verl's request id, and every tool call of that request acts on it.
+//! task_id, task}}` and `agent_name` ([`VERL_TOOL_AGENT`] by default), plus three files next to
+//! the parquet: the tool config (`<stem>_tool_config.yaml`: one [`VERL_TOOL_CLASS`] entry per
+//! exported tool with its OpenAI schema in the form verl keeps, [`verl_visible_schema`]), the
+//! agent loop config (`<stem>_agent_loop_config.yaml`: rulegym's agent loop for verl >= 0.8,
+//! which runs the simulated user and the rubric itself) and the interaction config
+//! (`<stem>_interaction_config.yaml`: the simulated user [`VERL_INTERACTION_CLASS`], for verl
+//! <= 0.7 with `agent_name: tool_agent`). The task JSON travels once per row, in
+//! `interaction_kwargs`: the agent loop (or the interaction) starts the episode (world state,
+//! user, rubric), and every tool call of that rollout acts on it.
 //!
 //! verl's tool config is global to a run: its tool agent loop renders every tool of the config
 //! into every prompt (whatever the row's `tools_kwargs`), and creates a called tool with the
@@ -46,6 +49,10 @@ use std::path::{Path, PathBuf};
 pub const VERL_TOOL_CLASS: &str = "rulegym.verl.TaskTool";
 /// `class_name` of the verl user simulator in the interaction config.
 pub const VERL_INTERACTION_CLASS: &str = "rulegym.verl.UserInteraction";
+/// `agent_name` of rulegym's tool-use agent loop for verl >= 0.8 (`python/rulegym/verl_agent.py`).
+pub const VERL_TOOL_AGENT: &str = "rulegym_tool_agent";
+/// `_target_` of rulegym's tool-use agent loop in verl's agent loop config.
+pub const VERL_TOOL_AGENT_CLASS: &str = "rulegym.verl_agent.ToolUseAgentLoop";
 /// Default interaction name (`extra_info.interaction_kwargs.name`).
 pub const INTERACTION_NAME: &str = "rulegym_user";
 /// The SkyRL environment id `rulegym.skyrl.register_tool_env()` registers.
@@ -81,7 +88,7 @@ impl Default for ToolExportOptions {
             ability: "tool-use".into(),
             env_class: SKYRL_TOOL_ENV.into(),
             split: "train".into(),
-            agent_name: "tool_agent".into(),
+            agent_name: VERL_TOOL_AGENT.into(),
             interaction: INTERACTION_NAME.into(),
             max_turns: 16,
         }
@@ -401,7 +408,8 @@ fn tool_columns(export: &ToolExport, options: &ToolExportOptions) -> Vec<Column>
     columns
 }
 
-/// verl's tool config: one [`VERL_TOOL_CLASS`] entry per exported tool, with its OpenAI schema.
+/// verl's tool config: one [`VERL_TOOL_CLASS`] entry per exported tool, with its OpenAI schema
+/// in the form verl passes to the model ([`verl_visible_schema`]).
 pub fn verl_tool_config(tools: &[Value]) -> Value {
     let entries: Vec<Value> = tools
         .iter()
@@ -409,11 +417,168 @@ pub fn verl_tool_config(tools: &[Value]) -> Value {
             json!({
                 "class_name": VERL_TOOL_CLASS,
                 "config": { "type": "native" },
-                "tool_schema": schema,
+                "tool_schema": verl_visible_schema(schema),
             })
         })
         .collect();
     json!({ "tools": entries })
+}
+
+/// Keys of a parameter that verl's `OpenAIFunctionPropertySchema` keeps (verl 0.7-0.9).
+const VERL_PROPERTY_KEYS: [&str; 3] = ["type", "description", "enum"];
+/// Keys of the parameters object that verl's `OpenAIFunctionParametersSchema` keeps.
+const VERL_PARAMETERS_KEYS: [&str; 3] = ["type", "properties", "required"];
+/// Every JSON type, for a parameter whose schema names none (verl requires `type`).
+const ANY_TYPE: [&str; 7] = [
+    "string", "number", "integer", "boolean", "array", "object", "null",
+];
+
+/// An OpenAI tool schema in the form verl passes to the model unchanged. verl validates tool
+/// schemas with pydantic models that keep, per parameter, only `type` (required), `description`
+/// and `enum`, and for the parameters object only `type`, `properties` and `required`; every
+/// other keyword (`items`, `minLength`, `minimum`, `additionalProperties`, nested `properties`,
+/// `oneOf`, ...) is silently dropped before the chat template renders the tools. So the
+/// dropped keywords are folded, as compact canonical JSON, into the description the model
+/// reads: a parameter's into its own description (`... (JSON Schema: {"items": ...})`), the
+/// parameters object's into the function description. A parameter without `type` gets the
+/// types its `oneOf`/`anyOf` branches, `const` or `enum` values name, else every JSON type.
+/// The environment still validates calls against the task's full schema.
+pub fn verl_visible_schema(schema: &Value) -> Value {
+    let mut out = schema.clone();
+    let Some(function) = out.get_mut("function").and_then(Value::as_object_mut) else {
+        return out;
+    };
+    let mut description = function
+        .get("description")
+        .and_then(Value::as_str)
+        .unwrap_or("")
+        .to_owned();
+    if let Some(params) = function.get("parameters").and_then(Value::as_object) {
+        let mut kept = serde_json::Map::new();
+        let mut dropped = serde_json::Map::new();
+        for (key, value) in params {
+            if VERL_PARAMETERS_KEYS.contains(&key.as_str()) && key != "properties" {
+                kept.insert(key.clone(), value.clone());
+            } else if key != "properties" {
+                dropped.insert(key.clone(), value.clone());
+            }
+        }
+        kept.entry("type").or_insert_with(|| json!("object"));
+        let properties: serde_json::Map<String, Value> = params
+            .get("properties")
+            .and_then(Value::as_object)
+            .map(|props| {
+                props
+                    .iter()
+                    .map(|(name, p)| (name.clone(), verl_visible_property(p)))
+                    .collect()
+            })
+            .unwrap_or_default();
+        kept.insert("properties".into(), Value::Object(properties));
+        if !dropped.is_empty() {
+            description = with_note(&description, "Parameters JSON Schema", &dropped);
+        }
+        function.insert("parameters".into(), Value::Object(kept));
+    }
+    function.insert("description".into(), json!(description));
+    out
+}
+
+/// One parameter's schema reduced to verl's keys, the rest folded into its description.
+fn verl_visible_property(property: &Value) -> Value {
+    let Some(obj) = property.as_object() else {
+        return json!({ "type": ANY_TYPE, "description": format!("(JSON Schema: {property})") });
+    };
+    let mut kept = serde_json::Map::new();
+    let mut dropped = serde_json::Map::new();
+    for (key, value) in obj {
+        let verl_shape = match key.as_str() {
+            "type" => {
+                value.is_string()
+                    || value
+                        .as_array()
+                        .is_some_and(|a| a.iter().all(Value::is_string))
+            }
+            "description" => value.is_string(),
+            "enum" => value.is_array(),
+            _ => false,
+        };
+        if verl_shape && VERL_PROPERTY_KEYS.contains(&key.as_str()) {
+            kept.insert(key.clone(), value.clone());
+        } else {
+            dropped.insert(key.clone(), value.clone());
+        }
+    }
+    if !kept.contains_key("type") {
+        kept.insert("type".into(), inferred_type(obj));
+    }
+    if !dropped.is_empty() {
+        let description = kept
+            .get("description")
+            .and_then(Value::as_str)
+            .unwrap_or("");
+        let note = with_note(description, "JSON Schema", &dropped);
+        kept.insert("description".into(), json!(note));
+    }
+    Value::Object(kept)
+}
+
+/// The JSON type(s) a schema without `type` admits, as far as its branches or values say.
+fn inferred_type(schema: &serde_json::Map<String, Value>) -> Value {
+    fn type_of(v: &Value) -> &'static str {
+        match v {
+            Value::Null => "null",
+            Value::Bool(_) => "boolean",
+            Value::Number(n) if n.is_i64() || n.is_u64() => "integer",
+            Value::Number(_) => "number",
+            Value::String(_) => "string",
+            Value::Array(_) => "array",
+            Value::Object(_) => "object",
+        }
+    }
+    let mut types: Vec<&str> = Vec::new();
+    for key in ["oneOf", "anyOf"] {
+        for branch in schema
+            .get(key)
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+        {
+            match branch.get("type") {
+                Some(Value::String(t)) => types.push(t),
+                Some(Value::Array(ts)) => types.extend(ts.iter().filter_map(Value::as_str)),
+                _ => return json!(ANY_TYPE),
+            }
+        }
+    }
+    if let Some(c) = schema.get("const") {
+        types.push(type_of(c));
+    }
+    for v in schema
+        .get("enum")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+    {
+        types.push(type_of(v));
+    }
+    let mut seen = BTreeSet::new();
+    types.retain(|t| seen.insert(*t));
+    match types.len() {
+        0 => json!(ANY_TYPE),
+        1 => json!(types[0]),
+        _ => json!(types),
+    }
+}
+
+/// `text` with ` (<label>: <canonical JSON of dropped>)` appended.
+fn with_note(text: &str, label: &str, dropped: &serde_json::Map<String, Value>) -> String {
+    let json = crate::tooluse::simulator::canonical_json(&Value::Object(dropped.clone()));
+    if text.is_empty() {
+        format!("({label}: {json})")
+    } else {
+        format!("{text} ({label}: {json})")
+    }
 }
 
 /// verl's interaction config: the simulated user under `options.interaction`.
@@ -435,6 +600,22 @@ fn sibling(path: &Path, suffix: &str) -> PathBuf {
     path.with_file_name(format!("{stem}{suffix}"))
 }
 
+/// Where [`export_tasks`] writes verl's agent loop config for an output file `path`.
+pub fn agent_loop_config_path(path: &Path) -> PathBuf {
+    sibling(path, "_agent_loop_config.yaml")
+}
+
+/// verl's agent loop config (`actor_rollout_ref.rollout.agent.agent_loop_config_path`, verl >=
+/// 0.8): rulegym's tool-use agent loop ([`VERL_TOOL_AGENT_CLASS`]) under [`VERL_TOOL_AGENT`],
+/// with the episode's turn cap.
+pub fn verl_agent_loop_config(options: &ToolExportOptions) -> Value {
+    json!([{
+        "name": VERL_TOOL_AGENT,
+        "_target_": VERL_TOOL_AGENT_CLASS,
+        "max_turns": options.max_turns,
+    }])
+}
+
 /// Where [`export_tasks`] writes verl's tool config for an output file `path`.
 pub fn tool_config_path(path: &Path) -> PathBuf {
     sibling(path, "_tool_config.yaml")
@@ -454,7 +635,8 @@ fn write_yaml(path: &Path, value: &Value) -> crate::Result<()> {
 }
 
 /// Exports `tasks` to `path` (JSONL when the name ends in `.jsonl`, parquet otherwise); for
-/// verl also writes the tool and interaction configs next to it. Returns the files written, the
+/// verl also writes the tool, interaction (verl <= 0.7) and agent loop (verl >= 0.8) configs
+/// next to it. Returns the files written, the
 /// rows file first. Every file is written atomically; bytes depend only on the input.
 pub fn export_tasks(
     path: &Path,
@@ -478,7 +660,9 @@ pub fn export_tasks(
         write_yaml(&tools, &verl_tool_config(&export.schemas()))?;
         let interaction = interaction_config_path(path);
         write_yaml(&interaction, &verl_interaction_config(options))?;
-        files.extend([tools, interaction]);
+        let agent_loop = agent_loop_config_path(path);
+        write_yaml(&agent_loop, &verl_agent_loop_config(options))?;
+        files.extend([tools, interaction, agent_loop]);
     }
     Ok(files)
 }

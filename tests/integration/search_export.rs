@@ -63,8 +63,15 @@ fn export_verl_and_skyrl_rows_read_back() {
     );
     for format in [ExportFormat::Verl, ExportFormat::Skyrl] {
         let name = format!("{format:?}").to_lowercase();
+        // The CLI records the dataset's index (absolute) in every row, for SkyRL's env.
+        let index = data.join("index.idx");
+        assert!(index.is_file(), "generate writes the dataset's index");
         let options = ExportOptions {
             format,
+            index_path: std::path::absolute(&index)
+                .unwrap()
+                .to_string_lossy()
+                .into_owned(),
             ..ExportOptions::default()
         };
         // Library: parquet and JSONL hold the same rows.

@@ -7,7 +7,8 @@ use rulegym::env::export::{ExportFormat, read_parquet_json};
 use rulegym::tooluse::env::{Protocol, ToolEnv, ToolEnvConfig};
 use rulegym::tooluse::export::{
     ExportedTool, INTERACTION_NAME, SKYRL_TOOL_ENV, ToolExportOptions, VERL_INTERACTION_CLASS,
-    VERL_TOOL_CLASS, export_tasks, interaction_config_path, tool_config_path, tool_rows,
+    VERL_TOOL_AGENT, VERL_TOOL_AGENT_CLASS, VERL_TOOL_CLASS, agent_loop_config_path, export_tasks,
+    interaction_config_path, tool_config_path, tool_rows, verl_visible_schema,
 };
 use rulegym::tooluse::rubric::{RubricScorer, ScoreConfig};
 use rulegym::tooluse::task::{Task, ValidateOptions, load_tasks};
@@ -101,7 +102,7 @@ fn verl_and_skyrl_task_rows_read_back() {
     for (i, (row, task)) in rows.iter().zip(&tasks).enumerate() {
         assert_eq!(row["data_source"], "rulegym_tools");
         assert_eq!(row["ability"], "tool-use");
-        assert_eq!(row["agent_name"], "tool_agent");
+        assert_eq!(row["agent_name"], VERL_TOOL_AGENT);
         assert_eq!(row["prompt"], env_prompt(task, Protocol::OpenAi, &scorer));
         assert_eq!(row["prompt"][1]["content"], task.instruction.as_str());
         assert!(
@@ -136,24 +137,31 @@ fn verl_and_skyrl_task_rows_read_back() {
         assert_eq!(&back, task, "the row rebuilds the task exactly");
     }
 
-    // The tool config lists every tool once, with the task's OpenAI schema.
+    // The tool config lists every tool once, with the task's OpenAI schema in the form verl
+    // keeps (constraints folded into descriptions).
     let tools = yaml(&tool_config_path(&out));
     let entries = tools["tools"].as_array().unwrap();
     assert_eq!(entries.len(), names.len());
     for (entry, tool) in entries.iter().zip(&tasks[0].tools) {
         assert_eq!(entry["class_name"], VERL_TOOL_CLASS);
         assert_eq!(entry["config"]["type"], "native");
-        assert_eq!(entry["tool_schema"], tool.openai_schema());
+        assert_eq!(
+            entry["tool_schema"],
+            verl_visible_schema(&tool.openai_schema())
+        );
     }
     for task in &tasks {
         for tool in &task.tools {
             assert!(
                 entries
                     .iter()
-                    .any(|e| e["tool_schema"] == tool.openai_schema())
+                    .any(|e| e["tool_schema"] == verl_visible_schema(&tool.openai_schema()))
             );
         }
     }
+    let agent_loop = yaml(&agent_loop_config_path(&out));
+    assert_eq!(agent_loop[0]["name"], VERL_TOOL_AGENT);
+    assert_eq!(agent_loop[0]["_target_"], VERL_TOOL_AGENT_CLASS);
     let interaction = yaml(&interaction_config_path(&out));
     let entry = &interaction["interaction"][0];
     assert_eq!(entry["name"], INTERACTION_NAME);
@@ -200,7 +208,11 @@ fn task_export_is_deterministic_and_checked() {
     let (a, b) = (dir.path().join("a.parquet"), dir.path().join("b.parquet"));
     let fa = export_tasks(&a, &tasks, &options).unwrap();
     let fb = export_tasks(&b, &tasks, &options).unwrap();
-    assert_eq!(fa.len(), 3);
+    assert_eq!(
+        fa.len(),
+        4,
+        "rows, tool, interaction and agent loop configs"
+    );
     for (x, y) in fa.iter().zip(&fb) {
         assert_eq!(read(x), read(y), "{} vs {}", x.display(), y.display());
     }
@@ -283,10 +295,14 @@ fn two_schemas_of_one_tool_name_export_as_two_tools() {
         .as_array()
         .unwrap()
         .clone();
-    let schemas: Vec<&Value> = entries.iter().map(|e| &e["tool_schema"]).collect();
+    let schemas: Vec<Value> = entries.iter().map(|e| e["tool_schema"].clone()).collect();
     assert_eq!(
         schemas,
-        export.tools.iter().map(|t| &t.schema).collect::<Vec<_>>()
+        export
+            .tools
+            .iter()
+            .map(|t| verl_visible_schema(&t.schema))
+            .collect::<Vec<_>>()
     );
     for (row, task) in rows.iter().zip(&mixed) {
         let kwargs = row["extra_info"]["tools_kwargs"].as_object().unwrap();
@@ -323,4 +339,61 @@ fn two_schemas_of_one_tool_name_export_as_two_tools() {
     export_tasks(&jsonl, &mixed, &options).unwrap();
     let lines: Vec<Value> = rulegym::io::read_jsonl(&jsonl).unwrap();
     assert_eq!(lines, rows);
+}
+
+/// verl keeps only `type`, `description` and `enum` of a parameter (and `type`, `properties`,
+/// `required` of the parameters object): everything else is folded into the descriptions, so
+/// the model still reads every constraint.
+#[test]
+fn verl_visible_schema_folds_what_verl_drops() {
+    let schema = serde_json::json!({
+        "type": "function",
+        "function": {
+            "name": "book",
+            "description": "Book seats.",
+            "parameters": {
+                "type": "object",
+                "properties": {
+                    "seats": {"type": "array", "items": {"type": "string", "minLength": 2},
+                              "minItems": 1, "description": "Seat codes."},
+                    "class": {"type": "string", "enum": ["economy", "business"]},
+                    "note": {"oneOf": [{"type": "string"}, {"type": "null"}]},
+                    "count": {"const": 2}
+                },
+                "required": ["seats"],
+                "additionalProperties": false
+            }
+        }
+    });
+    let got = verl_visible_schema(&schema);
+    let f = &got["function"];
+    assert_eq!(
+        f["description"],
+        "Book seats. (Parameters JSON Schema: {\"additionalProperties\":false})"
+    );
+    assert_eq!(
+        f["parameters"]
+            .as_object()
+            .unwrap()
+            .keys()
+            .collect::<Vec<_>>(),
+        ["properties", "required", "type"]
+    );
+    let p = &f["parameters"]["properties"];
+    assert_eq!(
+        p["seats"],
+        serde_json::json!({"type": "array", "description":
+            "Seat codes. (JSON Schema: {\"items\":{\"minLength\":2,\"type\":\"string\"},\"minItems\":1})"})
+    );
+    assert_eq!(
+        p["class"],
+        serde_json::json!({"type": "string", "enum": ["economy", "business"]})
+    );
+    assert_eq!(p["note"]["type"], serde_json::json!(["string", "null"]));
+    assert_eq!(p["count"]["type"], "integer");
+    assert_eq!(p["count"]["description"], "(JSON Schema: {\"const\":2})");
+    // A schema already in verl's form is unchanged.
+    let plain = serde_json::json!({"type": "function", "function": {"name": "f", "description": "d",
+        "parameters": {"type": "object", "properties": {"x": {"type": "string"}}, "required": ["x"]}}});
+    assert_eq!(verl_visible_schema(&plain), plain);
 }
