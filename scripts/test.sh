@@ -17,9 +17,29 @@ if [ -n "$missing" ]; then
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends $missing
 fi
 
+# The test venv uses Python 3.12 where there is one: skyrl 0.3.0's generator imports only on
+# 3.12+ (pydantic rejects typing.TypedDict below 3.12), so on 3.11 its test skips.
+# (pyenv's python3.12 shim fails unless 3.12 is selected, so each candidate is tried.)
+PYTHON_BASE="${RULEGYM_TEST_PYTHON_BASE:-}"
+if [ -z "$PYTHON_BASE" ]; then
+  PYTHON_BASE=python3
+  for candidate in python3.12 "$(pyenv root 2>/dev/null || echo /nonexistent)"/versions/3.12*/bin/python3; do
+    if "$candidate" -c 'import sys, venv; assert sys.version_info[:2] == (3, 12)' 2>/dev/null; then
+      PYTHON_BASE="$candidate"
+      break
+    fi
+  done
+fi
+want_version="$("$PYTHON_BASE" -c 'import sys; print("%d.%d" % sys.version_info[:2])')"
+if [ -x .venv-test/bin/python ] &&
+  [ "$(.venv-test/bin/python -c 'import sys; print("%d.%d" % sys.version_info[:2])')" != "$want_version" ]; then
+  echo "== .venv-test is not Python $want_version: recreating it"
+  rm -rf .venv-test
+fi
+
 if grep -qv '^\s*\(#\|$\)' scripts/test-requirements.txt 2>/dev/null; then
-  echo "== installing Python test requirements into .venv-test"
-  [ -x .venv-test/bin/python ] || python3 -m venv .venv-test
+  echo "== installing Python test requirements into .venv-test (Python $want_version)"
+  [ -x .venv-test/bin/python ] || "$PYTHON_BASE" -m venv .venv-test
   .venv-test/bin/pip install -q -r scripts/test-requirements.txt
   export RULEGYM_TEST_PYTHON="$PWD/.venv-test/bin/python"
 fi
@@ -32,7 +52,7 @@ cargo test --release --all-features "$@"
 # the CLI built above. RULEGYM_SKIP_PYTHON=1 skips this part.
 if [ -z "${RULEGYM_SKIP_PYTHON:-}" ]; then
   echo "== Python package: maturin build, pytest python/tests"
-  [ -x .venv-test/bin/python ] || python3 -m venv .venv-test
+  [ -x .venv-test/bin/python ] || "$PYTHON_BASE" -m venv .venv-test
   .venv-test/bin/pip install -q -r scripts/test-requirements.txt
   rm -f target/wheels/rulegym-*.whl
   .venv-test/bin/maturin build --release --strip -m python/Cargo.toml \

@@ -40,3 +40,15 @@ def test_core_skyrl_and_verl_reward_snippets(workdir, capsys):
     run(block("from rulegym.verl import compute_score\nprint("), "verl reward")
     last = capsys.readouterr().out.strip().splitlines()[-1]
     assert last.startswith("0.666"), last
+
+
+def test_ray_snippet(workdir):
+    """The Ray block: both ways of splitting generation, and an environment in a Ray actor."""
+    ray = import_or_skip("ray")
+    run(block("rulegym.generate_dataset"), "core")
+    try:
+        scope = run(block("from rulegym.ray import"), "ray")
+    finally:
+        ray.shutdown()
+    assert [r["seed"] for r in scope["rows"]] == [1, 2, 3, 4]
+    assert sorted(p.name for p in (workdir / "data" / "ray-sweep").iterdir()) == [f"seed-{s}" for s in range(1, 5)]
