@@ -55,7 +55,8 @@ pub struct Args {
     hard_mode: bool,
     #[command(flatten)]
     questions: QuestionArgs,
-    /// Prolog engines verifying questions in parallel (0: one per core, at most 2).
+    /// Prolog engines verifying questions in parallel (0: one per core, at most 2; with --seeds
+    /// each worker verifies on its one engine, see --workers).
     #[arg(long, default_value_t = 0)]
     engines: usize,
     /// Replace OUT if it exists.

@@ -108,7 +108,9 @@ pub const DEFAULT_ENGINE_BUDGET: usize = 2 << 20;
 #[derive(Debug, Clone)]
 pub struct Batch {
     /// The build of every universe. Each seed replaces its universe seed and, unless
-    /// `pin_question_seed`, its question seed (as `rulegym generate --seed S` does).
+    /// `pin_question_seed`, its question seed (as `rulegym generate --seed S` does). Its
+    /// `engines` is not used: each universe is verified on its worker's one engine (the
+    /// workers are the parallelism).
     pub build: BuildConfig,
     /// The seeds.
     pub seeds: SeedRange,
