@@ -106,7 +106,7 @@ def generate_datasets(
     questions: Optional[Dict[str, Any]] = None,
     force: bool = False,
     workers: int = 0,
-    engine_budget_mib: int = 2,
+    engine_budget_mib: int = 0,
 ) -> List[Dict[str, Any]]:
     """One dataset directory per seed of ``seeds`` ("A..B" or "A..=B") under ``out``
     (``out/seed-S``), each identical to :func:`generate_dataset` of that seed, like

@@ -138,7 +138,7 @@ pub(crate) fn generate_dataset(
 /// `workers` warm engines (0: one per core) in this process (`rulegym generate --seeds`).
 /// Returns one dict per universe in seed order: seed, dir, people, questions, seconds.
 #[pyfunction]
-#[pyo3(signature = (out, seeds, universe=None, questions=None, force=false, workers=0, engine_budget_mib=2))]
+#[pyo3(signature = (out, seeds, universe=None, questions=None, force=false, workers=0, engine_budget_mib=0))]
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn generate_datasets<'py>(
     py: Python<'py>,

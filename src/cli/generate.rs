@@ -32,8 +32,9 @@ pub struct Args {
     #[arg(long, default_value_t = 0, requires = "seeds")]
     workers: usize,
     /// With --seeds: MiB of facts text a warm engine loads before it is replaced by a fresh
-    /// one (scryer never frees clauses; 0: a fresh engine per universe).
-    #[arg(long, default_value_t = 2, requires = "seeds")]
+    /// one (scryer never frees clauses). 0: a fresh engine per universe, flat peak memory; a
+    /// budget saves ~5% CPU but peak memory creeps up (BENCHMARKS.md).
+    #[arg(long, default_value_t = 0, requires = "seeds")]
     engine_budget_mib: usize,
     /// Number of family trees [default: 100].
     #[arg(long)]

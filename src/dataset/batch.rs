@@ -2,13 +2,14 @@
 //! byte-identical to a single-seed [`build`](super::build()) of that seed, built by a few
 //! workers that keep their Prolog engines warm across universes.
 //!
-//! Each worker owns one engine. It starts the engine once (scryer's start-up and the rule
-//! base, ~70 ms) and, for each universe, swaps the facts ([`Engine::replace_facts`]); the load
-//! check after every swap ([`super::build`]'s clause count per fact predicate) makes a clause
-//! left over from the previous universe an error, never a wrong answer. scryer never frees
-//! consulted clauses, so a worker replaces its engine once it has loaded
-//! [`Batch::engine_budget`] bytes of facts text: peak memory stays flat however many universes
-//! run. Universes are independent, so workers run one universe each in parallel (one engine per
+//! Each worker owns one engine. With an engine budget, it starts the engine once (scryer's
+//! start-up and the rule base, ~70 ms) and, for each universe, swaps the facts
+//! ([`Engine::replace_facts`]); the load check after every swap ([`super::build`]'s clause
+//! count per fact predicate) makes a clause left over from the previous universe an error,
+//! never a wrong answer. scryer never frees consulted clauses, so a worker replaces its engine
+//! once it has loaded [`Batch::engine_budget`] bytes of facts text. The default budget is 0, a
+//! fresh engine per universe, the setting whose peak memory measured flat however many
+//! universes run (see [`DEFAULT_ENGINE_BUDGET`]). Universes are independent, so workers run one universe each in parallel (one engine per
 //! universe, no consult done twice) and every directory is written atomically as soon as it is
 //! built: a universe that fails leaves the others intact and the error names it.
 
@@ -98,11 +99,13 @@ impl fmt::Display for SeedRange {
     }
 }
 
-/// The engine memory budget [`Batch::engine_budget`] defaults to: 2 MiB of facts text, about
-/// seven 1,000-person universes. Measured: a dynamic consult grows the engine by ~34 bytes per
-/// byte of facts text (9.3 MB per 1,036-person universe), so a worker's engine peaks near 70 MB
-/// above its fresh size.
-pub const DEFAULT_ENGINE_BUDGET: usize = 2 << 20;
+/// The engine memory budget [`Batch::engine_budget`] defaults to: none, a fresh engine for
+/// every universe. Measured (BENCHMARKS.md, "Many universes"): reusing a warm engine saves 5-7%
+/// of the CPU per universe (the ~70 ms start), but peak memory then creeps up with the number
+/// of universes (2 MiB budget, 310-person universes: 235 MB after 100, 277 MB after 200), while
+/// fresh engines stay flat (92 MB after 50, 101 MB after 200). A dynamic consult grows the
+/// engine by ~34 bytes per byte of facts text (9.3 MB per 1,036-person universe).
+pub const DEFAULT_ENGINE_BUDGET: usize = 0;
 
 /// Many universes: one [`BuildConfig`] applied to each seed of a range.
 #[derive(Debug, Clone)]
@@ -119,7 +122,7 @@ pub struct Batch {
     /// Universes built in parallel, one engine each (0: one per core).
     pub workers: usize,
     /// Bytes of facts text a worker's engine loads before the worker replaces it with a fresh
-    /// one (0: a fresh engine for every universe).
+    /// one (0, the default: a fresh engine for every universe).
     pub engine_budget: usize,
 }
 
