@@ -351,12 +351,19 @@ impl Worker<'_> {
             }
         };
         self.loaded += size;
+        // An engine that will not be reused takes the faster static consult (~40% less
+        // than the dynamic one that replace_facts needs).
+        let load = if self.batch.engine_budget == 0 {
+            FactLoad::Consult
+        } else {
+            FactLoad::Replace
+        };
         let result = assemble(
             &config,
             universe,
             facts,
             std::slice::from_ref(&engine),
-            FactLoad::Replace,
+            load,
             &mut |_| {},
         );
         // An engine that failed may be in any state: the next universe gets a fresh one.
