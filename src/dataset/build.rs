@@ -231,7 +231,7 @@ pub(crate) fn assemble(
     let (questions, report) = match proposals {
         Some(proposals) => {
             let done = stage(BuildStage::Verify, observe);
-            let verified = question::verify(&engines, proposals)?;
+            let verified = question::verify(engines, proposals)?;
             done(observe);
             verified
         }
