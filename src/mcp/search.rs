@@ -1,9 +1,8 @@
 //! The search world: a dataset's index, articles, people and (for a scored session) one question.
 
 use super::McpError;
-use crate::env::search::{Passage, Retriever};
 use crate::question::Question;
-use crate::retrieval::SearchIndex;
+use crate::retrieval::{Document, SearchIndex};
 use crate::reward::{AnswerScore, ScoreMode, score};
 use std::collections::HashMap;
 use std::path::Path;
@@ -77,7 +76,7 @@ impl SearchWorld {
     }
 
     /// The articles (the index's documents).
-    pub fn articles(&self) -> &[crate::retrieval::Document] {
+    pub fn articles(&self) -> &[Document] {
         self.index.docs()
     }
 
@@ -86,18 +85,25 @@ impl SearchWorld {
         &self.people
     }
 
-    /// The top-`k` passages for `query` (`k` is clamped to the corpus size).
-    pub fn search(&self, query: &str, k: usize) -> crate::Result<Vec<Passage>> {
-        Ok(self
-            .index
-            .retrieve(&[query], k)?
+    /// The top-`k` articles for `query`, best first (`k` is clamped to the corpus size): the
+    /// index's exact search, as the search environment's retriever runs it.
+    pub fn search(&self, query: &str, k: usize) -> crate::Result<Vec<&Document>> {
+        let docs = self.index.docs();
+        if docs.is_empty() {
+            return Ok(Vec::new());
+        }
+        let hits = self.index.search(&[query], k.clamp(1, docs.len()))?;
+        Ok(hits
             .into_iter()
             .next()
-            .unwrap_or_default())
+            .unwrap_or_default()
+            .into_iter()
+            .map(|h| &docs[h.index as usize])
+            .collect())
     }
 
     /// The article titled exactly `title`, else the first whose title matches it ignoring case.
-    pub fn article_by_title(&self, title: &str) -> Option<&crate::retrieval::Document> {
+    pub fn article_by_title(&self, title: &str) -> Option<&Document> {
         let docs = self.index.docs();
         self.by_title
             .get(title)
@@ -110,7 +116,7 @@ impl SearchWorld {
     }
 
     /// The article with document id `id`.
-    pub fn article_by_id(&self, id: &str) -> Option<&crate::retrieval::Document> {
+    pub fn article_by_id(&self, id: &str) -> Option<&Document> {
         self.by_id.get(id).map(|&i| &self.index.docs()[i])
     }
 

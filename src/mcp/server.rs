@@ -5,6 +5,7 @@ use super::limits::{
 };
 use super::{SearchWorld, TaskWorld, World};
 use crate::env::Step;
+use crate::env::search::Passage;
 use crate::llm::ChatMessage;
 use crate::tooluse::env::{ToolEnv, openai_call};
 use rmcp::model::{
@@ -360,17 +361,18 @@ fn call_search(
                     message: "query is empty".into(),
                 });
             }
-            let passages = w.search(a.query.trim(), k)?;
-            let text = crate::env::search::information(&passages);
-            let results: Vec<Value> = passages
+            let docs = w.search(a.query.trim(), k)?;
+            let passages: Vec<Passage> = docs
                 .iter()
-                .map(|p| {
-                    let doc = crate::retrieval::Document {
-                        id: p.id.clone(),
-                        contents: p.contents.clone(),
-                    };
-                    json!({"id": p.id, "title": doc.title(), "contents": p.contents})
+                .map(|d| Passage {
+                    id: d.id.clone(),
+                    contents: d.contents.clone(),
                 })
+                .collect();
+            let text = crate::env::search::information(&passages);
+            let results: Vec<Value> = docs
+                .iter()
+                .map(|d| json!({"id": d.id, "title": d.title(), "contents": d.contents}))
                 .collect();
             Ok(ok(text.trim().to_owned(), json!({ "results": results })))
         }
@@ -389,17 +391,7 @@ fn call_search(
                     } else {
                         w.search(a.title.trim(), 3)?
                     };
-                    let titles: Vec<String> = near
-                        .iter()
-                        .map(|p| {
-                            crate::retrieval::Document {
-                                id: p.id.clone(),
-                                contents: p.contents.clone(),
-                            }
-                            .title()
-                            .to_owned()
-                        })
-                        .collect();
+                    let titles: Vec<&str> = near.iter().map(|d| d.title()).collect();
                     let hint = if titles.is_empty() {
                         String::new()
                     } else {
