@@ -23,8 +23,8 @@ mod server;
 mod task;
 
 pub use search::SearchWorld;
-pub use server::McpServer;
-pub use task::TaskWorld;
+pub use server::{ARTICLE_URI, McpServer, QUESTION_URI, TASK_URI, ToolError};
+pub use task::{BUILTIN_TOOLS, TaskWorld};
 
 use std::sync::Arc;
 
