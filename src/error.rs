@@ -45,6 +45,10 @@ pub enum Error {
     #[cfg(feature = "eval")]
     #[error(transparent)]
     Eval(#[from] crate::env::eval::EvalError),
+    /// The MCP server could not start or stopped (feature `mcp`).
+    #[cfg(feature = "mcp")]
+    #[error(transparent)]
+    Mcp(#[from] crate::mcp::McpError),
     /// A worker thread panicked (a bug: please report it).
     #[error("a worker thread panicked during {0}")]
     ThreadPanicked(&'static str),

@@ -23,6 +23,8 @@ pub mod gpu;
 pub mod grpo;
 pub mod io;
 pub mod llm;
+#[cfg(feature = "mcp")]
+pub mod mcp;
 pub mod preset;
 pub mod question;
 pub mod relations;

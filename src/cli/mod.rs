@@ -8,6 +8,7 @@ mod export;
 mod generate;
 mod grpo;
 mod index;
+mod mcp;
 mod oracle;
 mod phantomwiki;
 pub(crate) mod questions;
@@ -49,6 +50,8 @@ enum Command {
     Search(search::Args),
     /// Serve an index over HTTP, Search-R1 compatible (feature `server`).
     Serve(serve::Args),
+    /// Serve a dataset's search tools or a tool-use task to MCP clients (stdio or HTTP).
+    Mcp(mcp::Args),
     /// Tool-use tasks: score a conversation against its rubric, or play an agent through tasks.
     Tools(tools::Args),
     /// Synthesize tool-use tasks with an LLM (SynthAgent pipeline, record/replay cache).
@@ -70,6 +73,7 @@ pub fn main() -> ExitCode {
         Command::Phantomwiki(args) => phantomwiki::run(args),
         Command::Search(args) => search::run(args),
         Command::Serve(args) => serve::run(args),
+        Command::Mcp(args) => mcp::run(args),
         Command::Tools(args) => tools::run(args),
         Command::Synth(args) => synth::run(args),
     };

@@ -6,6 +6,8 @@ mod dataset_load;
 mod engine;
 mod fuzz;
 mod grpo;
+#[cfg(feature = "mcp")]
+mod mcp;
 mod phantomwiki;
 mod question_quality;
 mod questions;

@@ -1,0 +1,92 @@
+//! `rulegym mcp`: serve a dataset's search tools, or one tool-use task, to MCP clients over stdio
+//! or streamable HTTP (feature `mcp`, part of `cli`).
+
+use crate::Result;
+use std::path::PathBuf;
+
+/// Flags of `rulegym mcp`.
+#[derive(clap::Args, Debug)]
+#[command(group(clap::ArgGroup::new("world").required(true).args(["dataset", "tasks"])))]
+pub struct Args {
+    /// A dataset directory written by `rulegym generate`: serves `search`, `get_article`,
+    /// `list_people` and the articles as resources.
+    #[arg(long)]
+    dataset: Option<PathBuf>,
+    /// Search index [default: the dataset's own `index.idx`].
+    #[arg(long, conflicts_with = "tasks")]
+    index: Option<PathBuf>,
+    /// A scored session: the id of a dataset question; adds the `answer` tool (ends the episode,
+    /// returns the F1 score) and the question as prompt `question` and resource.
+    #[arg(long, conflicts_with = "tasks")]
+    question: Option<String>,
+    /// A tool-use task file (.jsonl, or .json with one task or an array): serves the task's
+    /// tools, `ask_user` and `finish` (returns the rubric score).
+    #[arg(long, conflicts_with = "dataset")]
+    tasks: Option<PathBuf>,
+    /// The task id within --tasks (optional when the file holds one task).
+    #[arg(long, conflicts_with = "dataset")]
+    task: Option<String>,
+    /// Mapping file answering the task's mapping-simulated tools [default:
+    /// `mappings/<id>.json` beside the task file, if present]; calls it lacks get a tool error.
+    #[arg(long, conflicts_with = "dataset")]
+    mapping: Option<PathBuf>,
+    /// Agent turns per tool-use episode (a task's max_turns overrides it).
+    #[arg(long, default_value_t = 16)]
+    max_turns: u32,
+    /// Transport: `stdio` (one session on stdin/stdout) or `http` (streamable HTTP at
+    /// http://HOST:PORT/mcp, one episode per MCP session).
+    #[arg(long, default_value = "stdio")]
+    transport: String,
+    /// Address to listen on (http).
+    #[arg(long, default_value = "127.0.0.1")]
+    host: String,
+    /// TCP port (http; 0 picks a free one, printed on stderr).
+    #[arg(long, default_value_t = 8000)]
+    port: u16,
+    /// A `Host` header value (name, or name:port) accepted besides the loopback names (http;
+    /// repeatable): the DNS-rebinding guard rejects any other.
+    #[arg(long)]
+    allow_host: Vec<String>,
+}
+
+/// Runs `rulegym mcp` until the client disconnects (stdio) or the process is stopped (http).
+pub fn run(args: Args) -> Result<()> {
+    use crate::mcp::{SearchWorld, TaskWorld, World};
+    use crate::tooluse::env::ToolEnvConfig;
+    use std::sync::Arc;
+    if args.transport != "stdio" && args.transport != "http" {
+        return Err(crate::Error::Config(format!(
+            "unknown transport {:?} (stdio, http)",
+            args.transport
+        )));
+    }
+    let world: World = match (&args.dataset, &args.tasks) {
+        (Some(dir), _) => {
+            SearchWorld::load(dir, args.index.as_deref(), args.question.as_deref())?.into()
+        }
+        (None, Some(tasks)) => TaskWorld::load(
+            tasks,
+            args.task.as_deref(),
+            args.mapping.as_deref(),
+            ToolEnvConfig {
+                max_turns: args.max_turns,
+                ..ToolEnvConfig::default()
+            },
+        )?
+        .into(),
+        (None, None) => {
+            return Err(crate::Error::Config(
+                "give --dataset DIR or --tasks FILE".into(),
+            ));
+        }
+    };
+    let world = Arc::new(world);
+    if args.transport == "stdio" {
+        crate::mcp::serve_stdio(world)
+    } else {
+        let addr = format!("{}:{}", args.host, args.port);
+        crate::mcp::serve_http(world, &addr, &args.allow_host, |local| {
+            eprintln!("serving MCP (streamable HTTP) on http://{local}/mcp");
+        })
+    }
+}
