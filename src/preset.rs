@@ -197,6 +197,53 @@ impl EnvPreset {
     }
 }
 
+/// The shipped sampling presets (one file, a family per entry).
+const SAMPLING_PRESETS: &str = include_str!("../presets/sampling.json");
+
+/// A model family's sampling settings (`presets/sampling.json`).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SamplingPreset {
+    /// Sampling temperature.
+    pub temperature: f64,
+    /// Nucleus sampling top-p.
+    pub top_p: f64,
+}
+
+/// The file `presets/sampling.json`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SamplingPresets {
+    /// Bumped whenever a value changes.
+    pub version: u32,
+    /// What the values reproduce.
+    pub description: String,
+    /// Family name -> settings.
+    pub families: std::collections::BTreeMap<String, SamplingPreset>,
+}
+
+impl SamplingPreset {
+    /// Every shipped family's settings.
+    pub fn all() -> Result<SamplingPresets> {
+        serde_json::from_str(SAMPLING_PRESETS).map_err(|source| Error::Json {
+            context: "parsing presets/sampling.json".into(),
+            source,
+        })
+    }
+
+    /// The settings of model family `family` (`qwen`, `llama`, `phi`); an unknown family is an
+    /// error listing the valid ones.
+    pub fn named(family: &str) -> Result<SamplingPreset> {
+        let all = SamplingPreset::all()?;
+        all.families.get(family).copied().ok_or_else(|| {
+            Error::Config(format!(
+                "unknown sampling preset {family:?} (valid: {})",
+                all.families.keys().cloned().collect::<Vec<_>>().join(", ")
+            ))
+        })
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -229,6 +276,18 @@ mod tests {
         assert!(err.contains("valid: phantomenvs, synthagent"), "{err}");
         let err = "test".parse::<Stage>().unwrap_err().to_string();
         assert!(err.contains("valid: train, eval"), "{err}");
+    }
+
+    #[test]
+    fn sampling_presets_carry_the_papers_numbers() {
+        let q = SamplingPreset::named("qwen").unwrap();
+        let l = SamplingPreset::named("llama").unwrap();
+        let p = SamplingPreset::named("phi").unwrap();
+        assert_eq!((q.temperature, q.top_p), (1.0, 1.0));
+        assert_eq!((l.temperature, l.top_p), (0.6, 0.9));
+        assert_eq!((p.temperature, p.top_p), (0.8, 0.95));
+        let err = SamplingPreset::named("gpt").unwrap_err().to_string();
+        assert!(err.contains("valid: llama, phi, qwen"), "{err}");
     }
 
     #[test]
