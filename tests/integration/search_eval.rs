@@ -679,6 +679,73 @@ fn eval_report_errors_comparison_schema_and_browser() {
     let svg = std::fs::read_to_string(cmp.join("universe_size.svg")).unwrap();
     assert!(svg.contains("1029 people") && svg.contains("10344 people"));
 
+    // The CLI writes the same comparison from the report files; bad specs are errors.
+    let run_b = dir.path().join("run-b");
+    write_outputs(&run_b, &b, &rb).unwrap();
+    let run_c = dir.path().join("run-c");
+    write_outputs(&run_c, &b, &rc).unwrap();
+    let cli_cmp = dir.path().join("cli-cmp");
+    let arg = |g: &str, d: &Path| format!("{g}={}", d.display());
+    let o = rulegym(
+        &[
+            "eval-compare",
+            "--run",
+            &arg("qwen", &out),
+            "--run",
+            &arg("qwen", &run_b),
+            "--run",
+            &arg("llama", &run_c),
+        ],
+        &[("--out", &cli_cmp)],
+    );
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert!(String::from_utf8_lossy(&o.stdout).contains("qwen: 2 run(s)"));
+    for f in [
+        "comparison.json",
+        "search_scaling.svg",
+        "universe_size.svg",
+        "comparison.html",
+    ] {
+        assert_eq!(
+            std::fs::read(cli_cmp.join(f)).unwrap(),
+            std::fs::read(cmp.join(f)).unwrap(),
+            "{f}: CLI and library agree"
+        );
+    }
+    for (spec, expect) in [
+        ("no-equals-sign".to_owned(), "expected GROUP=DIR"),
+        (format!("={}", out.display()), "the group name is empty"),
+        (
+            "g=/nonexistent/run".to_owned(),
+            "reading /nonexistent/run/report.json",
+        ),
+    ] {
+        let o = rulegym(&["eval-compare", "--run", &spec], &[("--out", &cli_cmp)]);
+        assert!(!o.status.success(), "{spec}");
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(err.contains(expect), "{spec}: {err}");
+    }
+    // tools play: a preset without tool-use settings is an error naming those that have some.
+    let o = rulegym(
+        &[
+            "tools",
+            "play",
+            "--preset",
+            "phantomenvs",
+            "--endpoint",
+            "http://127.0.0.1:9/v1",
+            "--model",
+            "m",
+        ],
+        &[
+            ("--tasks", &dir.path().join("none.jsonl")),
+            ("--out", &dir.path().join("play")),
+        ],
+    );
+    assert!(!o.status.success());
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains("presets with some: synthagent"), "{err}");
+
     // A real browser renders every figure of both pages.
     let html = std::fs::read_to_string(out.join("report.html")).unwrap();
     let figures = html.matches("<img class=\"figure\"").count();
