@@ -256,6 +256,11 @@ pub struct CompareArgs {
     /// runs are also grouped by universe size. Repeat for several runs.
     #[arg(long = "run", required = true)]
     runs: Vec<String>,
+    /// A group every other group is compared against: F1 gap (group minus baseline) ± its
+    /// standard error, overall and per difficulty (e.g. the knowledge-advantage gap: real-world
+    /// minus fictional training, `--baseline fictional`).
+    #[arg(long)]
+    baseline: Option<String>,
     /// Output directory (comparison.json, search_scaling.svg, universe_size.svg,
     /// comparison.html).
     #[arg(long)]
@@ -286,13 +291,19 @@ pub fn run_compare(args: CompareArgs) -> Result<()> {
             })?;
         runs.push((group.to_owned(), report));
     }
-    let comparison = compare(&runs)?;
+    let comparison = compare(&runs, args.baseline.as_deref())?;
     write_comparison(&args.out, &comparison)?;
     for g in &comparison.groups {
         let o = &g.overall;
         println!(
             "{}: {} run(s), F1 {:.3} ± {:.3} (seeds) ± {:.3} (questions), {:.2} searches/question",
             g.group, o.runs, o.f1, o.f1_se_seeds, o.f1_se_questions, o.searches
+        );
+    }
+    for g in &comparison.gaps {
+        println!(
+            "{} - {}: F1 gap {:+.3} ± {:.3}",
+            g.group, g.baseline, g.overall.f1_gap, g.overall.f1_gap_se
         );
     }
     println!("wrote {}", args.out.join("comparison.html").display());

@@ -709,6 +709,32 @@ pub struct ComparisonGroup {
     pub by_difficulty: Vec<SeedStats>,
 }
 
+/// A difference of mean F1 between a group and the baseline group, for one key.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct GapStats {
+    /// `all` or a PhantomWiki difficulty (keys both groups have).
+    pub key: String,
+    /// Mean F1 of the group minus mean F1 of the baseline.
+    pub f1_gap: f64,
+    /// Standard error of the gap, `sqrt(se_group^2 + se_baseline^2)` (runs independent), each
+    /// side's band error (over seeds with 2+ runs, else over questions).
+    pub f1_gap_se: f64,
+}
+
+/// A group against the baseline group (e.g. the knowledge-advantage gap: a model trained on
+/// real-world data minus the same model trained on fictional data, `--baseline fictional`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Gap {
+    /// The group.
+    pub group: String,
+    /// The baseline group.
+    pub baseline: String,
+    /// Over every episode.
+    pub overall: GapStats,
+    /// Per PhantomWiki difficulty both groups have, ascending.
+    pub by_difficulty: Vec<GapStats>,
+}
+
 /// `comparison.json`: several runs side by side (schema version [`REPORT_SCHEMA_VERSION`]).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Comparison {
@@ -718,6 +744,33 @@ pub struct Comparison {
     pub groups: Vec<ComparisonGroup>,
     /// One entry per universe size, ascending (the unseen-universe comparison: 1K vs 10K).
     pub by_universe: Vec<ComparisonGroup>,
+    /// Every other group minus the baseline group (only with a baseline).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub gaps: Vec<Gap>,
+}
+
+fn gap_stats(a: &SeedStats, b: &SeedStats) -> GapStats {
+    GapStats {
+        key: a.key.clone(),
+        f1_gap: a.f1 - b.f1,
+        f1_gap_se: (a.f1_band().powi(2) + b.f1_band().powi(2)).sqrt(),
+    }
+}
+
+fn gap(group: &ComparisonGroup, baseline: &ComparisonGroup) -> Gap {
+    Gap {
+        group: group.group.clone(),
+        baseline: baseline.group.clone(),
+        overall: gap_stats(&group.overall, &baseline.overall),
+        by_difficulty: group
+            .by_difficulty
+            .iter()
+            .filter_map(|a| {
+                let b = baseline.by_difficulty.iter().find(|b| b.key == a.key)?;
+                Some(gap_stats(a, b))
+            })
+            .collect(),
+    }
 }
 
 /// (n, sum, sum of squares) of a group, rebuilt exactly from its mean and standard error.
@@ -817,8 +870,9 @@ fn comparison_group(group: String, runs: &[&(String, EvalReport)]) -> Comparison
 
 /// Compares runs given as (group, report): runs of one group are seeds of one configuration
 /// (means and standard errors over seeds and over questions); runs are also grouped by universe
-/// size. Errors on no runs.
-pub fn compare(runs: &[(String, EvalReport)]) -> crate::Result<Comparison> {
+/// size; with a `baseline` group, every other group's F1 gap to it. Errors on no runs and on a
+/// baseline that names no group (listing the groups).
+pub fn compare(runs: &[(String, EvalReport)], baseline: Option<&str>) -> crate::Result<Comparison> {
     if runs.is_empty() {
         return Err(crate::Error::Config(
             "compare needs at least one --run GROUP=DIR".into(),
@@ -830,7 +884,7 @@ pub fn compare(runs: &[(String, EvalReport)]) -> crate::Result<Comparison> {
             order.push(g);
         }
     }
-    let groups = order
+    let groups: Vec<ComparisonGroup> = order
         .iter()
         .map(|g| {
             let members: Vec<&(String, EvalReport)> =
@@ -838,6 +892,22 @@ pub fn compare(runs: &[(String, EvalReport)]) -> crate::Result<Comparison> {
             comparison_group((*g).to_owned(), &members)
         })
         .collect();
+    let gaps = match baseline {
+        None => Vec::new(),
+        Some(name) => {
+            let base = groups.iter().find(|g| g.group == name).ok_or_else(|| {
+                crate::Error::Config(format!(
+                    "--baseline {name:?} is not a group (groups: {})",
+                    order.join(", ")
+                ))
+            })?;
+            groups
+                .iter()
+                .filter(|g| g.group != name)
+                .map(|g| gap(g, base))
+                .collect()
+        }
+    };
     let mut sizes: BTreeMap<usize, Vec<&(String, EvalReport)>> = BTreeMap::new();
     for run in runs {
         sizes
@@ -853,6 +923,7 @@ pub fn compare(runs: &[(String, EvalReport)]) -> crate::Result<Comparison> {
         schema_version: REPORT_SCHEMA_VERSION,
         groups,
         by_universe,
+        gaps,
     })
 }
 

@@ -268,6 +268,25 @@ pub fn comparison_html(c: &Comparison, figures: &[&str]) -> String {
         }
         page.push_str("</table>\n");
     }
+    if !c.gaps.is_empty() {
+        page.push_str(
+            "<h2>gaps to the baseline</h2>\n<table>\n<tr><th>group</th><th>baseline</th>\
+             <th>difficulty</th><th>F1 gap</th><th>± SE</th></tr>\n",
+        );
+        for g in &c.gaps {
+            for s in std::iter::once(&g.overall).chain(&g.by_difficulty) {
+                page.push_str(&format!(
+                    "<tr><td>{}</td><td>{}</td><td>{}</td><td>{:+.3}</td><td>{:.3}</td></tr>\n",
+                    escape(&g.group),
+                    escape(&g.baseline),
+                    escape(&s.key),
+                    s.f1_gap,
+                    s.f1_gap_se
+                ));
+            }
+        }
+        page.push_str("</table>\n");
+    }
     page.push_str("</body></html>\n");
     page
 }

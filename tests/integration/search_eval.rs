@@ -610,12 +610,30 @@ fn eval_report_errors_comparison_schema_and_browser() {
         .collect();
     let rb = report(&b, "m", "http://x/v1", 20, run_info("b", 1029));
     let rc = report(&b, "m", "http://x/v1", 20, run_info("c", 10344));
-    let comparison = compare(&[
+    let runs = [
         ("qwen".into(), ra.clone()),
         ("qwen".into(), rb.clone()),
         ("llama".into(), rc.clone()),
-    ])
-    .unwrap();
+    ];
+    let comparison = compare(&runs, Some("llama")).unwrap();
+    assert!(compare(&runs, None).unwrap().gaps.is_empty());
+    let err = compare(&runs, Some("phi")).unwrap_err().to_string();
+    assert!(err.contains("groups: qwen, llama"), "{err}");
+    // The gap qwen - llama: run means (4/6, 1/2) against 1/2; SE from qwen's seeds and
+    // llama's questions (one run).
+    let gap = &comparison.gaps[0];
+    assert_eq!(
+        (gap.group.as_str(), gap.baseline.as_str()),
+        ("qwen", "llama")
+    );
+    assert!((gap.overall.f1_gap - ((4.0 / 6.0 + 0.5) / 2.0 - 0.5)).abs() < 1e-12);
+    let (qwen, llama) = (&comparison.groups[0].overall, &comparison.groups[1].overall);
+    assert!(
+        (gap.overall.f1_gap_se - (qwen.f1_se_seeds.powi(2) + llama.f1_se_questions.powi(2)).sqrt())
+            .abs()
+            < 1e-12
+    );
+    assert_eq!(gap.by_difficulty.len(), 2);
     let g = &comparison.groups[0];
     assert_eq!(
         (g.group.as_str(), g.overall.runs, g.overall.n),
@@ -634,7 +652,7 @@ fn eval_report_errors_comparison_schema_and_browser() {
         .map(|u| u.universe_people)
         .collect();
     assert_eq!(sizes, [1029, 10344]);
-    assert!(compare(&[]).is_err());
+    assert!(compare(&[], None).is_err());
 
     // Outputs, twice: the same bytes.
     let out = dir.path().join("run-a");
@@ -695,11 +713,15 @@ fn eval_report_errors_comparison_schema_and_browser() {
             &arg("qwen", &run_b),
             "--run",
             &arg("llama", &run_c),
+            "--baseline",
+            "llama",
         ],
         &[("--out", &cli_cmp)],
     );
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    assert!(String::from_utf8_lossy(&o.stdout).contains("qwen: 2 run(s)"));
+    let stdout = String::from_utf8_lossy(&o.stdout);
+    assert!(stdout.contains("qwen: 2 run(s)"), "{stdout}");
+    assert!(stdout.contains("qwen - llama: F1 gap +0.083"), "{stdout}");
     for f in [
         "comparison.json",
         "search_scaling.svg",
