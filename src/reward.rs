@@ -160,6 +160,38 @@ pub fn score(prediction: &str, gold: &[String], mode: ScoreMode) -> AnswerScore 
     }
 }
 
+/// Token-level F1 (SQuAD / HotpotQA style): the bag-of-tokens F1 between the SQuAD-normalised
+/// prediction and the SQuAD-normalised gold answers joined by spaces. With one gold answer this
+/// is exactly SQuAD's and HotpotQA's token F1; with several, the prediction is expected to list
+/// them all (as the set F1 of [`score`] does) and partial overlaps earn partial credit.
+/// HotpotQA's guard holds: when either side normalises to yes/no/noanswer the score is 1 for an
+/// exact match and 0 otherwise. Empty sides score 0.
+pub fn token_f1(prediction: &str, gold: &[String]) -> f64 {
+    let pred = normalize_squad(prediction);
+    let gold = normalize_squad(&gold.join(" "));
+    let special = |s: &str| matches!(s, "yes" | "no" | "noanswer");
+    if special(&pred) || special(&gold) {
+        return f64::from(u8::from(pred == gold && !pred.is_empty()));
+    }
+    let mut counts: std::collections::BTreeMap<&str, (usize, usize)> = Default::default();
+    for t in pred.split_whitespace() {
+        counts.entry(t).or_default().0 += 1;
+    }
+    for t in gold.split_whitespace() {
+        counts.entry(t).or_default().1 += 1;
+    }
+    let (np, ng) = counts
+        .values()
+        .fold((0, 0), |(a, b), &(p, g)| (a + p, b + g));
+    let common: usize = counts.values().map(|&(p, g)| p.min(g)).sum();
+    if common == 0 || np == 0 || ng == 0 {
+        return 0.0;
+    }
+    let precision = common as f64 / np as f64;
+    let recall = common as f64 / ng as f64;
+    2.0 * precision * recall / (precision + recall)
+}
+
 /// The text of the last `<answer>...</answer>` in the model's own turns (never the prompt), or
 /// `None` when there is none.
 pub fn last_answer<'a>(turns: impl IntoIterator<Item = &'a str>) -> Option<String> {
@@ -186,6 +218,29 @@ mod tests {
 
     fn gold(items: &[&str]) -> Vec<String> {
         items.iter().map(|s| s.to_string()).collect()
+    }
+
+    #[test]
+    fn token_f1_hand_computed() {
+        // SQuAD: "the Ann Lee." vs "Ann Lee" normalise equal.
+        assert_eq!(token_f1("the Ann Lee.", &gold(&["Ann Lee"])), 1.0);
+        // One of two tokens: P = 1/1, R = 1/2, F1 = 2/3.
+        assert!((token_f1("Ann", &gold(&["Ann Lee"])) - 2.0 / 3.0).abs() < 1e-12);
+        // Several gold answers: prediction "Ann Lee, Bob" has 3 tokens, gold has 4
+        // (ann lee bob stone): common 3, P = 1, R = 3/4, F1 = 6/7.
+        let g = gold(&["Ann Lee", "Bob Stone"]);
+        assert!((token_f1("Ann Lee, Bob", &g) - 6.0 / 7.0).abs() < 1e-12);
+        // Unlike set F1, a partly right name earns credit.
+        assert_eq!(
+            score("Ann Leigh", &gold(&["Ann Lee"]), ScoreMode::Squad).f1,
+            0.0
+        );
+        assert!((token_f1("Ann Leigh", &gold(&["Ann Lee"])) - 0.5).abs() < 1e-12);
+        // HotpotQA's yes/no guard, empty sides.
+        assert_eq!(token_f1("yes", &gold(&["yes"])), 1.0);
+        assert_eq!(token_f1("yes it is", &gold(&["yes"])), 0.0);
+        assert_eq!(token_f1("", &gold(&["Ann"])), 0.0);
+        assert_eq!(token_f1("Ann", &[]), 0.0);
     }
 
     #[test]

@@ -18,13 +18,18 @@ environment. The row carries it instead: ``rulegym export --dataset D --format s
 the absolute path of the dataset's index (or ``--index``) in every row's
 ``extra_info.index_path``. An ``env_config`` passed directly (``skyrl_gym.make(...,
 env_config={"index_path": ...})``, outside SkyRL's trainer) wins over the row; it may also set
-``top_k``, ``max_turns``, ``end_on_invalid``, ``score_mode``.
+``top_k``, ``max_turns``, ``end_on_invalid``, ``score_mode``, ``max_action_tokens``,
+``max_context_tokens``. Rows exported with an environment preset or a prompt file
+(``rulegym export --preset phantomenvs``) carry the whole environment configuration as JSON in
+``extra_info.env_config`` (the termination rule, turn cap and token budgets travel with the
+prompt); ``env_config`` keys win over it.
 
 The tool-use environment is :class:`ToolEnv` (``rulegym-tool-v1``): the task comes with the row.
 """
 
 from __future__ import annotations
 
+import json
 from typing import Any, Dict, List, Mapping, Optional, Tuple
 
 from skyrl_gym.envs.base_text_env import BaseTextEnv, BaseTextEnvStepOutput
@@ -81,8 +86,10 @@ class SearchEnv(BaseTextEnv):
                 "extra_info.index_path (pass --index when the dataset has no index.idx), or pass "
                 "env_config={'index_path': ...}"
             )
-        config: Dict[str, Any] = {}
-        for key in ("top_k", "max_turns", "end_on_invalid", "score_mode", "prompt", "system_prompt"):
+        row_config = _get(extra_info, "env_config")
+        config: Dict[str, Any] = json.loads(row_config) if row_config else {}
+        for key in ("top_k", "max_turns", "end_on_invalid", "score_mode", "prompt", "system_prompt",
+                    "max_action_tokens", "max_context_tokens"):
             value = _get(env_config, key)
             if value is not None:
                 config[key] = value

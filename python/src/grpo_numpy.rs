@@ -104,7 +104,8 @@ pub(crate) fn stats_to_py<'py>(py: Python<'py>, s: &GrpoStats) -> PyResult<Bound
 
 /// Group-normalised advantages of `rewards` (float32, groups of `group_size` consecutive
 /// sequences), written into `out` (float32, same length). `config` is a GRPO config dict
-/// (`std`, `eps`, `mean_only`, `clip_low`, `clip_high`, `dual_clip`, `aggregation`).
+/// (`std`, `eps`, `mean_only`, `clip_low`, `clip_high`, `dual_clip`, `ratio_cap`,
+/// `aggregation`).
 #[pyfunction]
 #[pyo3(signature = (rewards, group_size, out, config=None))]
 pub(crate) fn group_advantages(

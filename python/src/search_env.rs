@@ -16,7 +16,7 @@ pub(crate) struct SearchEnv {
 impl SearchEnv {
     /// `index` is an [`Index`] or a path (loaded once per process); `config` a dict of
     /// `SearchEnvConfig` fields (`top_k`, `max_turns`, `end_on_invalid`, `score_mode`,
-    /// `prompt`, `system_prompt`).
+    /// `prompt`, `system_prompt`, `max_action_tokens`, `max_context_tokens`).
     #[new]
     #[pyo3(signature = (index, question, answers, gold_docs=None, config=None))]
     fn new(

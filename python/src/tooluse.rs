@@ -153,6 +153,7 @@ impl ToolEnv {
             ToolEnvConfig {
                 max_turns,
                 protocol,
+                ..ToolEnvConfig::default()
             },
         );
         Ok(ToolEnv {

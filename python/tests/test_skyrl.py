@@ -100,3 +100,35 @@ def test_skyrl_tool_env_episode():
     env.step("hmm")
     out = env.step("<answer>done</answer>")
     assert out["done"] and 0.0 <= out["reward"] < 1.0
+
+
+def test_preset_rows_carry_the_environment(dataset, cli):
+    """Rows exported with ``--preset phantomenvs`` carry the paper's environment: the SkyRL
+    environment built from the row alone ends the episode on a tag-less turn (the default
+    would answer with the invalid-action observation) and uses the preset's turn cap."""
+    skyrl_gym = import_or_skip("skyrl_gym")
+    import rulegym.skyrl as rs
+
+    rs.register()
+    path = dataset["dir"].parent / "skyrl-preset.jsonl"
+    run_cli(cli, "export", "--dataset", str(dataset["dir"]), "--format", "skyrl",
+            "--out", str(path), "--preset", "phantomenvs", "--index", str(dataset["index"]))
+    rows = [json.loads(line) for line in path.read_text().splitlines()]
+    assert rows
+    for row in rows[:5]:
+        config = json.loads(row["extra_info"]["env_config"])
+        assert config["end_on_invalid"] is True and config["max_turns"] == 10
+        env = skyrl_gym.make(row["env_class"], env_config={},
+                             extras={"reward_spec": row["reward_spec"], "extra_info": row["extra_info"]})
+        prompt, _ = env.init(row["prompt"])
+        assert prompt[0]["role"] == "system" and "helpful and harmless" in prompt[0]["content"]
+        assert env.max_turns == 10
+        out = env.step("I am not sure.")
+        assert out["done"] and out["reward"] == 0.0
+        env.close()
+    # Default rows keep the default environment: a tag-less turn is only an invalid action.
+    row = _rows(dataset, cli, rs.SEARCH_ENV_ID)[0]
+    env = _make(skyrl_gym, row, dataset["index"], max_turns=4)
+    env.init(row["prompt"])
+    out = env.step("I am not sure.")
+    assert not out["done"]

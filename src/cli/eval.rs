@@ -3,10 +3,14 @@
 
 use crate::Result;
 use crate::cli::oracle::SearchData;
-use crate::env::eval::{EndpointPolicy, EvalConfig, Sampling, evaluate, report, write_outputs};
+use crate::env::eval::{
+    EndpointPolicy, EvalConfig, EvalReport, RunInfo, Sampling, compare, evaluate, report,
+    write_comparison, write_outputs,
+};
 use crate::env::search::SearchEnvConfig;
 use crate::llm::openai::{OpenAiBackend, OpenAiConfig};
 use crate::llm::{CacheMode, CachedBackend, LlmBackend};
+use crate::preset::{EnvPreset, SamplingPreset, Stage};
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -29,24 +33,54 @@ pub struct Args {
     /// Episodes in flight at once.
     #[arg(long, default_value_t = 8)]
     concurrency: usize,
-    /// Turn cap per episode (the paper evaluates with 20).
-    #[arg(long, default_value_t = 20)]
-    max_turns: usize,
-    /// Passages per search.
-    #[arg(long, default_value_t = 3)]
-    top_k: usize,
+    /// An environment preset (`presets/env/<name>.json`): phantomenvs gives the paper's prompt,
+    /// system message, termination rule, turn cap and token budgets at --stage (eval: 20 turns,
+    /// ~500 tokens per turn, a 32,768-token context). Flags below override it.
+    #[arg(long)]
+    preset: Option<String>,
+    /// The preset's stage: eval (default) or train.
+    #[arg(long, default_value = "eval", requires = "preset")]
+    stage: String,
+    /// Turn cap per episode [20, or the preset's] (the paper evaluates with 20).
+    #[arg(long)]
+    max_turns: Option<usize>,
+    /// Passages per search [3, or the preset's].
+    #[arg(long)]
+    top_k: Option<usize>,
+    /// The conversation's token budget: an episode that would exceed it ends with reward 0
+    /// [none, or the preset's: 32,768 at eval].
+    #[arg(long)]
+    max_context_tokens: Option<usize>,
+    /// A Hugging Face tokenizer.json (or a directory holding one) that counts the token budgets;
+    /// without it they are approximated as ceil(chars / 4).
+    #[arg(long)]
+    tokenizer: Option<PathBuf>,
+    /// A model-family sampling preset (`presets/sampling.json`): qwen (T 1.0, top-p 1.0),
+    /// llama (0.6, 0.9) or phi (0.8, 0.95). --temperature / --top-p override it.
+    #[arg(long)]
+    sampling_preset: Option<String>,
+    /// Also score answers by token-level F1 (SQuAD/HotpotQA style) beside set F1.
+    #[arg(long)]
+    token_f1: bool,
+    /// The run's label in reports and comparisons [the model name].
+    #[arg(long)]
+    label: Option<String>,
     /// Only questions of this split (train or val); all by default.
     #[arg(long)]
     split: Option<String>,
     /// At most this many questions (the first ones, in file order).
     #[arg(long)]
     limit: Option<usize>,
-    /// Sampling temperature.
-    #[arg(long, default_value_t = 0.0)]
-    temperature: f64,
-    /// Tokens per turn.
-    #[arg(long, default_value_t = 1024)]
-    max_tokens: u32,
+    /// Sampling temperature, in [0, 2] [0, or the sampling preset's].
+    #[arg(long)]
+    temperature: Option<f64>,
+    /// Nucleus sampling top-p, in (0, 1] [not sent, or the sampling preset's].
+    #[arg(long)]
+    top_p: Option<f64>,
+    /// Generated tokens per turn (the requests' max_tokens) [1024, or the environment preset's
+    /// per-turn cap: 500 for phantomenvs].
+    #[arg(long)]
+    max_tokens: Option<u32>,
     /// The `seed` field of the requests.
     #[arg(long)]
     seed: Option<u64>,
@@ -107,24 +141,57 @@ pub fn run(args: Args) -> Result<()> {
         }
         None => http,
     };
-    let client = EndpointPolicy::new(
-        backend,
-        Sampling {
-            model: args.model.clone(),
-            temperature: args.temperature,
-            max_tokens: args.max_tokens,
-            seed: args.seed,
-        },
-    )?;
-    let config = EvalConfig {
-        env: SearchEnvConfig {
-            top_k: args.top_k,
-            max_turns: args.max_turns,
+    let stage: Stage = args.stage.parse()?;
+    let mut env = match &args.preset {
+        Some(name) => EnvPreset::named(name)?.search(stage)?,
+        None => SearchEnvConfig {
+            max_turns: 20,
             ..SearchEnvConfig::default()
         },
-        concurrency: args.concurrency,
     };
-    config.env.validate()?;
+    if let Some(t) = args.max_turns {
+        env.max_turns = t;
+    }
+    if let Some(k) = args.top_k {
+        env.top_k = k;
+    }
+    if let Some(c) = args.max_context_tokens {
+        env.max_context_tokens = Some(c);
+    }
+    if let Some(m) = args.max_tokens {
+        // The per-turn cap the endpoint enforces is also the one the environment applies.
+        if env.max_action_tokens.is_some() {
+            env.max_action_tokens = Some(m as usize);
+        }
+    }
+    env.validate()?;
+    let family = args
+        .sampling_preset
+        .as_deref()
+        .map(SamplingPreset::named)
+        .transpose()?;
+    let sampling = Sampling {
+        model: args.model.clone(),
+        temperature: args
+            .temperature
+            .or(family.map(|f| f.temperature))
+            .unwrap_or(0.0),
+        top_p: args.top_p.or(family.map(|f| f.top_p)),
+        max_tokens: args
+            .max_tokens
+            .or(env.max_action_tokens.map(|m| m as u32))
+            .unwrap_or(1024),
+        seed: args.seed,
+    };
+    sampling.validate()?;
+    let tokens = crate::env::tokens::counter(args.tokenizer.as_deref())?;
+    let client = EndpointPolicy::new(backend, sampling.clone())?;
+    let config = EvalConfig {
+        env,
+        concurrency: args.concurrency,
+        token_f1: args.token_f1,
+        tokens: Some(tokens.clone()),
+    };
     let (universe, mut questions, index) = args.data.load()?;
     if let Some(split) = &args.split {
         questions.retain(|q| &q.split == split);
@@ -142,13 +209,31 @@ pub fn run(args: Args) -> Result<()> {
     };
     let records = evaluate(&universe, &questions, index, &client, &config, &progress)?;
     let url = crate::llm::openai::completions_url(&args.endpoint);
-    let summary = report(&records, &args.model, &url, args.max_turns);
+    let run = RunInfo {
+        label: args.label.clone().unwrap_or_else(|| args.model.clone()),
+        sampling_preset: args.sampling_preset.clone(),
+        temperature: sampling.temperature,
+        top_p: sampling.top_p,
+        max_tokens: sampling.max_tokens,
+        seed: sampling.seed,
+        env_preset: args.preset.clone(),
+        stage: args.preset.as_ref().map(|_| args.stage.clone()),
+        top_k: config.env.top_k,
+        end_on_invalid: config.env.end_on_invalid,
+        max_action_tokens: config.env.max_action_tokens,
+        max_context_tokens: config.env.max_context_tokens,
+        token_counter: tokens.describe(),
+        universe_people: universe.people.len(),
+        universe_seed: universe.config.seed,
+    };
+    let summary = report(&records, &args.model, &url, config.env.max_turns, run);
     write_outputs(&args.out, &records, &summary)?;
     let o = &summary.overall;
     println!(
-        "{} episodes: F1 {:.3}, EM {:.3}, {:.2} searches/question (proof needs {:.2}); wrote {}",
+        "{} episodes: F1 {:.3} ± {:.3}, EM {:.3}, {:.2} searches/question (proof needs {:.2}); wrote {}",
         o.n,
         o.f1,
+        o.f1_se,
         o.em,
         o.searches,
         o.oracle_searches,
@@ -160,5 +245,67 @@ pub fn run(args: Args) -> Result<()> {
             o.errors, o.n
         )));
     }
+    Ok(())
+}
+
+/// Flags of `rulegym eval-compare`.
+#[derive(clap::Args, Debug)]
+pub struct CompareArgs {
+    /// A run: GROUP=DIR, DIR an `eval --out` directory (its report.json). Runs sharing a GROUP
+    /// are seeds of one configuration (mean ± standard error over seeds and over questions);
+    /// runs are also grouped by universe size. Repeat for several runs.
+    #[arg(long = "run", required = true)]
+    runs: Vec<String>,
+    /// A group every other group is compared against: F1 gap (group minus baseline) ± its
+    /// standard error, overall and per difficulty (e.g. the knowledge-advantage gap: real-world
+    /// minus fictional training, `--baseline fictional`).
+    #[arg(long)]
+    baseline: Option<String>,
+    /// Output directory (comparison.json, search_scaling.svg, universe_size.svg,
+    /// comparison.html).
+    #[arg(long)]
+    out: PathBuf,
+}
+
+/// Runs `rulegym eval-compare`.
+pub fn run_compare(args: CompareArgs) -> Result<()> {
+    let mut runs = Vec::new();
+    for spec in &args.runs {
+        let (group, dir) = spec
+            .split_once('=')
+            .ok_or_else(|| crate::Error::Config(format!("--run {spec:?}: expected GROUP=DIR")))?;
+        if group.is_empty() {
+            return Err(crate::Error::Config(format!(
+                "--run {spec:?}: the group name is empty"
+            )));
+        }
+        let path = std::path::Path::new(dir).join("report.json");
+        let bytes = std::fs::read(&path).map_err(|source| crate::Error::Io {
+            context: format!("reading {}", path.display()),
+            source,
+        })?;
+        let report: EvalReport =
+            serde_json::from_slice(&bytes).map_err(|source| crate::Error::Json {
+                context: format!("parsing {}", path.display()),
+                source,
+            })?;
+        runs.push((group.to_owned(), report));
+    }
+    let comparison = compare(&runs, args.baseline.as_deref())?;
+    write_comparison(&args.out, &comparison)?;
+    for g in &comparison.groups {
+        let o = &g.overall;
+        println!(
+            "{}: {} run(s), F1 {:.3} ± {:.3} (seeds) ± {:.3} (questions), {:.2} searches/question",
+            g.group, o.runs, o.f1, o.f1_se_seeds, o.f1_se_questions, o.searches
+        );
+    }
+    for g in &comparison.gaps {
+        println!(
+            "{} - {}: F1 gap {:+.3} ± {:.3}",
+            g.group, g.baseline, g.overall.f1_gap, g.overall.f1_gap_se
+        );
+    }
+    println!("wrote {}", args.out.join("comparison.html").display());
     Ok(())
 }

@@ -4,6 +4,7 @@
 use crate::Result;
 use crate::env::export::{ExportFormat, ExportOptions, export};
 use crate::env::search::SearchEnvConfig;
+use crate::preset::{EnvPreset, Stage};
 use crate::tooluse::export::{ToolExportOptions, export_tasks};
 use crate::tooluse::task::{ValidateOptions, load_tasks};
 use std::path::PathBuf;
@@ -50,21 +51,48 @@ pub struct Args {
     /// `tool_agent` runs verl 0.7's tool agent loop with the interaction config).
     #[arg(long, requires = "tasks")]
     agent_name: Option<String>,
+    /// An environment preset (`presets/env/<name>.json`): phantomenvs (questions: the paper's
+    /// prompt, system message, top-k; see README) or synthagent (tool-use tasks: 16 turns).
+    /// Without it the rows are exactly as before (Search-R1's prompt, no system message).
+    #[arg(long)]
+    preset: Option<String>,
+    /// The preset's stage whose settings are exported: train or eval.
+    #[arg(long, default_value = "train", requires = "preset")]
+    stage: String,
+    /// Questions: the user prompt, read from this file (must contain `{question}`); overrides
+    /// the preset's.
+    #[arg(long, conflicts_with = "tasks")]
+    prompt: Option<PathBuf>,
+    /// Questions: the system prompt, read from this file; overrides the preset's.
+    #[arg(long, conflicts_with = "tasks")]
+    system_prompt: Option<PathBuf>,
+}
+
+fn read_text(flag: &str, path: &std::path::Path) -> Result<String> {
+    std::fs::read_to_string(path).map_err(|source| crate::Error::Io {
+        context: format!("{flag} {}", path.display()),
+        source,
+    })
 }
 
 /// Runs `rulegym export`.
 pub fn run(args: Args) -> Result<()> {
     let format: ExportFormat = args.format.parse()?;
+    let stage: Stage = args.stage.parse()?;
+    let preset = args.preset.as_deref().map(EnvPreset::named).transpose()?;
     if let Some(tasks) = &args.tasks {
         let tasks = load_tasks(tasks, ValidateOptions::default())?;
-        let defaults = ToolExportOptions::default();
+        let mut defaults = ToolExportOptions::default();
+        if let Some(p) = &preset {
+            defaults.max_turns = p.tooluse(stage)?.max_turns;
+        }
         let options = ToolExportOptions {
             format,
             data_source: args.data_source.unwrap_or(defaults.data_source),
             env_class: args.env_class.unwrap_or(defaults.env_class),
             split: args.split.unwrap_or(defaults.split),
             agent_name: args.agent_name.unwrap_or(defaults.agent_name),
-            ..ToolExportOptions::default()
+            ..defaults
         };
         let files = export_tasks(&args.out, &tasks, &options)?;
         println!(
@@ -101,13 +129,24 @@ pub fn run(args: Args) -> Result<()> {
             .into_owned(),
         None => String::new(),
     };
+    let mut config = match &preset {
+        Some(p) => p.search(stage)?,
+        None => SearchEnvConfig::default(),
+    };
+    if let Some(path) = &args.prompt {
+        config.prompt = read_text("--prompt", path)?;
+    }
+    if let Some(path) = &args.system_prompt {
+        config.system_prompt = Some(read_text("--system-prompt", path)?);
+    }
+    config.validate()?;
     let defaults = ExportOptions::default();
     let options = ExportOptions {
         index_path,
         format,
         data_source: args.data_source.unwrap_or(defaults.data_source),
         env_class: args.env_class.unwrap_or(defaults.env_class),
-        config: SearchEnvConfig::default(),
+        config,
         ..defaults
     };
     let n = export(&args.out, &questions, &options)?;

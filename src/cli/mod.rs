@@ -38,6 +38,8 @@ enum Command {
     Export(export::Args),
     /// Evaluate a model behind an OpenAI-compatible endpoint in the search environment.
     Eval(eval::Args),
+    /// Compare evaluation runs: seeds, checkpoints, models, universe sizes (plots and tables).
+    EvalCompare(eval::CompareArgs),
     /// Score predictions against gold answers (F1, EM, precision, recall per line).
     Score(score::Args),
     /// GRPO advantages, loss, gradient and metrics for a batch in a JSON file.
@@ -67,6 +69,7 @@ pub fn main() -> ExitCode {
         Command::Oracle(args) => oracle::run(args),
         Command::Export(args) => export::run(args),
         Command::Eval(args) => eval::run(args),
+        Command::EvalCompare(args) => eval::run_compare(args),
         Command::Score(args) => score::run(args),
         Command::Grpo(args) => grpo::run(args),
         Command::Index(args) => index::run(args),

@@ -62,17 +62,53 @@ pub fn restore_stop(text: &str, finish_reason: Option<&str>, stop_reason: Option
     }
 }
 
+/// The version of `report.json` and `comparison.json` (see `schemas/eval-report.schema.json`);
+/// bumped whenever a field changes meaning or disappears.
+pub const REPORT_SCHEMA_VERSION: u32 = 2;
+
 /// The sampling settings of each turn's request.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Sampling {
     /// The `model` field.
     pub model: String,
-    /// Sampling temperature.
+    /// Sampling temperature, in `[0, 2]`.
     pub temperature: f64,
-    /// Tokens per turn.
+    /// Nucleus sampling `top_p`, in `(0, 1]` (not sent when `None`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub top_p: Option<f64>,
+    /// Tokens per turn (>= 1).
     pub max_tokens: u32,
     /// The `seed` field, if any (vLLM still is not bit-reproducible).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub seed: Option<u64>,
+}
+
+impl Sampling {
+    /// Checks the ranges: an out-of-range value is an error naming the valid range.
+    pub fn validate(&self) -> crate::Result<()> {
+        if self.model.is_empty() {
+            return Err(crate::Error::Config("model must not be empty".into()));
+        }
+        if !(self.temperature.is_finite() && (0.0..=2.0).contains(&self.temperature)) {
+            return Err(crate::Error::Config(format!(
+                "temperature must be in [0, 2], got {}",
+                self.temperature
+            )));
+        }
+        if let Some(p) = self.top_p
+            && !(p.is_finite() && p > 0.0 && p <= 1.0)
+        {
+            return Err(crate::Error::Config(format!(
+                "top_p must be in (0, 1], got {p}"
+            )));
+        }
+        if self.max_tokens == 0 {
+            return Err(crate::Error::Config(
+                "max_tokens (per turn) must be at least 1".into(),
+            ));
+        }
+        Ok(())
+    }
 }
 
 /// A policy served by an LLM backend (the OpenAI-compatible client of [`crate::llm::openai`],
@@ -87,9 +123,7 @@ pub struct EndpointPolicy {
 impl EndpointPolicy {
     /// A policy asking `backend` with these sampling settings; errors on an empty model name.
     pub fn new(backend: Arc<dyn LlmBackend>, sampling: Sampling) -> crate::Result<Self> {
-        if sampling.model.is_empty() {
-            return Err(crate::Error::Config("model must not be empty".into()));
-        }
+        sampling.validate()?;
         Ok(EndpointPolicy { backend, sampling })
     }
 
@@ -97,6 +131,7 @@ impl EndpointPolicy {
     pub fn request(&self, messages: &[Message]) -> ChatRequest {
         ChatRequest {
             temperature: Some(self.sampling.temperature),
+            top_p: self.sampling.top_p,
             max_tokens: Some(self.sampling.max_tokens),
             seed: self.sampling.seed,
             stop: STOP.iter().map(|s| s.to_string()).collect(),
@@ -123,12 +158,26 @@ impl Policy for EndpointPolicy {
 }
 
 /// Settings of an evaluation run.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone)]
 pub struct EvalConfig {
     /// The environment (the turn cap defaults to 20, the paper's evaluation cap).
     pub env: SearchEnvConfig,
     /// Episodes in flight at once (>= 1).
     pub concurrency: usize,
+    /// Also score each answer by token-level F1 ([`crate::reward::token_f1`]).
+    pub token_f1: bool,
+    /// Counts the environment's token budgets (the `ceil(chars / 4)` approximation when `None`).
+    pub tokens: Option<Arc<dyn super::tokens::TokenCounter>>,
+}
+
+impl PartialEq for EvalConfig {
+    fn eq(&self, other: &Self) -> bool {
+        self.env == other.env
+            && self.concurrency == other.concurrency
+            && self.token_f1 == other.token_f1
+            && self.tokens.as_ref().map(|t| t.describe())
+                == other.tokens.as_ref().map(|t| t.describe())
+    }
 }
 
 impl Default for EvalConfig {
@@ -139,6 +188,8 @@ impl Default for EvalConfig {
                 ..SearchEnvConfig::default()
             },
             concurrency: 8,
+            token_f1: false,
+            tokens: None,
         }
     }
 }
@@ -168,6 +219,9 @@ pub struct EpisodeRecord {
     pub precision: f64,
     /// Recall of the answer set.
     pub recall: f64,
+    /// Token-level F1 of the answer (only with [`EvalConfig::token_f1`]; 0 without an answer).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub token_f1: Option<f64>,
     /// The model's final answer, if it gave one.
     pub answer: Option<String>,
     /// Searches issued.
@@ -204,8 +258,22 @@ pub fn play(
     policy: &dyn Policy,
     config: &SearchEnvConfig,
 ) -> crate::Result<EpisodeRecord> {
+    play_counted(u, q, retriever, policy, config, None)
+}
+
+fn play_counted(
+    u: &Universe,
+    q: &Question,
+    retriever: Arc<dyn Retriever>,
+    policy: &dyn Policy,
+    config: &SearchEnvConfig,
+    tokens: Option<Arc<dyn super::tokens::TokenCounter>>,
+) -> crate::Result<EpisodeRecord> {
     let (task, oracle_searches) = task_of(u, q);
     let mut env = SearchEnv::new(retriever, config.clone(), task)?;
+    if let Some(counter) = tokens {
+        env = env.with_token_counter(counter);
+    }
     let mut messages = env.reset()?;
     let mut record = EpisodeRecord {
         id: q.id.clone(),
@@ -219,6 +287,7 @@ pub fn play(
         em: 0.0,
         precision: 0.0,
         recall: 0.0,
+        token_f1: None,
         answer: None,
         searches: 0,
         oracle_searches,
@@ -297,7 +366,25 @@ pub fn evaluate(
                 loop {
                     let i = next.fetch_add(1, Ordering::Relaxed);
                     let Some(q) = questions.get(i) else { break };
-                    let result = play(u, q, retriever.clone(), policy, &config.env);
+                    let result = play_counted(
+                        u,
+                        q,
+                        retriever.clone(),
+                        policy,
+                        &config.env,
+                        config.tokens.clone(),
+                    )
+                    .map(|mut r| {
+                        if config.token_f1 {
+                            let answer = r.answer.as_deref().unwrap_or("");
+                            r.token_f1 = Some(if r.answer.is_some() {
+                                crate::reward::token_f1(answer, &r.answers)
+                            } else {
+                                0.0
+                            });
+                        }
+                        r
+                    });
                     if let Ok(r) = &result {
                         progress(r);
                     }
@@ -330,7 +417,8 @@ pub fn evaluate(
     Ok(records)
 }
 
-/// Means over a group of episodes.
+/// Means over a group of episodes, with standard errors over its questions (`*_se`: the sample
+/// standard deviation over the episodes divided by `sqrt(n)`; 0 when `n < 2`).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct GroupStats {
     /// The group's key (`all`, a hop count, a difficulty, a family).
@@ -339,14 +427,29 @@ pub struct GroupStats {
     pub n: usize,
     /// Mean F1.
     pub f1: f64,
+    /// Standard error of the mean F1 over the group's questions.
+    #[serde(default)]
+    pub f1_se: f64,
     /// Mean exact match.
     pub em: f64,
+    /// Standard error of the mean exact match.
+    #[serde(default)]
+    pub em_se: f64,
+    /// Mean token-level F1 (runs with token F1 only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub token_f1: Option<f64>,
+    /// Standard error of the mean token-level F1.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub token_f1_se: Option<f64>,
     /// Mean precision.
     pub precision: f64,
     /// Mean recall.
     pub recall: f64,
     /// Mean searches per question.
     pub searches: f64,
+    /// Standard error of the mean searches per question.
+    #[serde(default)]
+    pub searches_se: f64,
     /// Mean searches the proof-derived oracle needs.
     pub oracle_searches: f64,
     /// Mean assistant turns.
@@ -359,6 +462,20 @@ pub struct GroupStats {
     pub errors: usize,
 }
 
+/// Mean and standard error of the mean (sample deviation / sqrt(n); 0 when n < 2).
+pub fn mean_se(values: &[f64]) -> (f64, f64) {
+    let n = values.len();
+    if n == 0 {
+        return (0.0, 0.0);
+    }
+    let mean = values.iter().sum::<f64>() / n as f64;
+    if n < 2 {
+        return (mean, 0.0);
+    }
+    let ss: f64 = values.iter().map(|v| (v - mean) * (v - mean)).sum();
+    (mean, (ss / (n - 1) as f64).sqrt() / (n as f64).sqrt())
+}
+
 fn stats(key: String, records: &[&EpisodeRecord]) -> GroupStats {
     let n = records.len();
     let mean = |f: &dyn Fn(&EpisodeRecord) -> f64| {
@@ -368,14 +485,24 @@ fn stats(key: String, records: &[&EpisodeRecord]) -> GroupStats {
             records.iter().map(|r| f(r)).sum::<f64>() / n as f64
         }
     };
+    let se = |f: &dyn Fn(&EpisodeRecord) -> f64| {
+        mean_se(&records.iter().map(|r| f(r)).collect::<Vec<_>>()).1
+    };
+    let token: Option<Vec<f64>> = records.iter().map(|r| r.token_f1).collect();
+    let token = token.filter(|t| !t.is_empty()).map(|t| mean_se(&t));
     GroupStats {
         key,
         n,
         f1: mean(&|r| r.f1),
+        f1_se: se(&|r| r.f1),
         em: mean(&|r| r.em),
+        em_se: se(&|r| r.em),
+        token_f1: token.map(|t| t.0),
+        token_f1_se: token.map(|t| t.1),
         precision: mean(&|r| r.precision),
         recall: mean(&|r| r.recall),
         searches: mean(&|r| r.searches as f64),
+        searches_se: se(&|r| r.searches as f64),
         oracle_searches: mean(&|r| r.oracle_searches as f64),
         turns: mean(&|r| r.turns as f64),
         answered: mean(&|r| f64::from(u8::from(r.answer.is_some()))),
@@ -398,15 +525,64 @@ fn grouped<K: Ord + ToString>(
         .collect()
 }
 
-/// The summary written to `report.json`.
+/// How a run was configured: sampling, environment, universe (the `run` block of `report.json`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+pub struct RunInfo {
+    /// A label for comparisons (`--label`; the model name by default).
+    pub label: String,
+    /// The model-family sampling preset (`qwen`, `llama`, `phi`), if one was chosen.
+    #[serde(default)]
+    pub sampling_preset: Option<String>,
+    /// Sampling temperature.
+    pub temperature: f64,
+    /// Nucleus sampling `top_p` (not sent when `None`).
+    #[serde(default)]
+    pub top_p: Option<f64>,
+    /// Generated tokens per turn (the request's `max_tokens`).
+    pub max_tokens: u32,
+    /// The request seed.
+    #[serde(default)]
+    pub seed: Option<u64>,
+    /// The environment preset (`phantomenvs`), if one was chosen.
+    #[serde(default)]
+    pub env_preset: Option<String>,
+    /// The preset's stage (`train` or `eval`).
+    #[serde(default)]
+    pub stage: Option<String>,
+    /// Passages per search.
+    pub top_k: usize,
+    /// Whether a turn without tags ends the episode.
+    pub end_on_invalid: bool,
+    /// Generated tokens per turn the environment accepts.
+    #[serde(default)]
+    pub max_action_tokens: Option<usize>,
+    /// The conversation's token budget.
+    #[serde(default)]
+    pub max_context_tokens: Option<usize>,
+    /// What counts tokens (`approx-chars/4` or `tokenizer:<path>`).
+    pub token_counter: String,
+    /// People in the evaluated universe (the universe-size comparison groups runs by it).
+    pub universe_people: usize,
+    /// The universe's seed.
+    pub universe_seed: u64,
+}
+
+/// The summary written to `report.json` (schema: `schemas/eval-report.schema.json`, version
+/// [`REPORT_SCHEMA_VERSION`]).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct EvalReport {
+    /// [`REPORT_SCHEMA_VERSION`] (reports written before versioning read as 1).
+    #[serde(default = "schema_v1")]
+    pub schema_version: u32,
     /// The model name.
     pub model: String,
     /// The endpoint.
     pub endpoint: String,
     /// The turn cap.
     pub max_turns: usize,
+    /// How the run was configured.
+    #[serde(default)]
+    pub run: RunInfo,
     /// Every episode.
     pub overall: GroupStats,
     /// Per relation-hop count, ascending.
@@ -417,18 +593,25 @@ pub struct EvalReport {
     pub by_family: Vec<GroupStats>,
 }
 
+fn schema_v1() -> u32 {
+    1
+}
+
 /// Summarises episodes.
 pub fn report(
     records: &[EpisodeRecord],
     model: &str,
     endpoint: &str,
     max_turns: usize,
+    run: RunInfo,
 ) -> EvalReport {
     let all: Vec<&EpisodeRecord> = records.iter().collect();
     EvalReport {
+        schema_version: REPORT_SCHEMA_VERSION,
         model: model.to_owned(),
         endpoint: endpoint.to_owned(),
         max_turns,
+        run,
         overall: stats("all".into(), &all),
         by_hops: grouped(records, |r| r.hops),
         by_difficulty: grouped(records, |r| r.difficulty),
@@ -457,4 +640,307 @@ pub fn write_outputs(
     let names: Vec<&str> = figures.iter().map(|(n, _)| n.as_str()).collect();
     let html = super::eval_plot::html(report, &names);
     crate::io::write_file_atomic(&dir.join("report.html"), html.as_bytes())
+}
+
+/// A statistic of one key (`all` or a difficulty) over several runs: the mean of the runs'
+/// means with its standard error over runs (seeds), and the standard error over every question
+/// of every run pooled.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SeedStats {
+    /// `all` or a PhantomWiki difficulty.
+    pub key: String,
+    /// Runs with at least one episode of this key.
+    pub runs: usize,
+    /// Episodes pooled over those runs.
+    pub n: usize,
+    /// Mean over runs of each run's mean F1.
+    pub f1: f64,
+    /// Standard error of `f1` over runs (0 with fewer than 2 runs).
+    pub f1_se_seeds: f64,
+    /// Standard error of the pooled mean F1 over all episodes.
+    pub f1_se_questions: f64,
+    /// Mean over runs of each run's mean searches per question.
+    pub searches: f64,
+    /// Standard error of `searches` over runs.
+    pub searches_se_seeds: f64,
+    /// Standard error of the pooled mean searches over all episodes.
+    pub searches_se_questions: f64,
+    /// Mean searches the proof-derived oracle needs.
+    pub oracle_searches: f64,
+    /// Mean over runs of the mean token-level F1 (when every run has it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub token_f1: Option<f64>,
+    /// Standard error of `token_f1` over runs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub token_f1_se_seeds: Option<f64>,
+}
+
+impl SeedStats {
+    /// The band drawn around a mean: the SE over seeds with 2+ runs, else over questions.
+    pub fn f1_band(&self) -> f64 {
+        if self.runs >= 2 {
+            self.f1_se_seeds
+        } else {
+            self.f1_se_questions
+        }
+    }
+    /// As [`SeedStats::f1_band`], for searches.
+    pub fn searches_band(&self) -> f64 {
+        if self.runs >= 2 {
+            self.searches_se_seeds
+        } else {
+            self.searches_se_questions
+        }
+    }
+}
+
+/// Runs of one configuration (one group: several seeds), or of one universe size.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ComparisonGroup {
+    /// The group's name (`--run GROUP=DIR`), or `<N> people` for universe sizes.
+    pub group: String,
+    /// The run labels in it, in command-line order.
+    pub runs: Vec<String>,
+    /// People in the universe of its runs (the largest, if they differ).
+    pub universe_people: usize,
+    /// Every episode.
+    pub overall: SeedStats,
+    /// Per PhantomWiki difficulty, ascending.
+    pub by_difficulty: Vec<SeedStats>,
+}
+
+/// A difference of mean F1 between a group and the baseline group, for one key.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct GapStats {
+    /// `all` or a PhantomWiki difficulty (keys both groups have).
+    pub key: String,
+    /// Mean F1 of the group minus mean F1 of the baseline.
+    pub f1_gap: f64,
+    /// Standard error of the gap, `sqrt(se_group^2 + se_baseline^2)` (runs independent), each
+    /// side's band error (over seeds with 2+ runs, else over questions).
+    pub f1_gap_se: f64,
+}
+
+/// A group against the baseline group (e.g. the knowledge-advantage gap: a model trained on
+/// real-world data minus the same model trained on fictional data, `--baseline fictional`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Gap {
+    /// The group.
+    pub group: String,
+    /// The baseline group.
+    pub baseline: String,
+    /// Over every episode.
+    pub overall: GapStats,
+    /// Per PhantomWiki difficulty both groups have, ascending.
+    pub by_difficulty: Vec<GapStats>,
+}
+
+/// `comparison.json`: several runs side by side (schema version [`REPORT_SCHEMA_VERSION`]).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Comparison {
+    /// [`REPORT_SCHEMA_VERSION`].
+    pub schema_version: u32,
+    /// One entry per group, in first-appearance order.
+    pub groups: Vec<ComparisonGroup>,
+    /// One entry per universe size, ascending (the unseen-universe comparison: 1K vs 10K).
+    pub by_universe: Vec<ComparisonGroup>,
+    /// Every other group minus the baseline group (only with a baseline).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub gaps: Vec<Gap>,
+}
+
+fn gap_stats(a: &SeedStats, b: &SeedStats) -> GapStats {
+    GapStats {
+        key: a.key.clone(),
+        f1_gap: a.f1 - b.f1,
+        f1_gap_se: (a.f1_band().powi(2) + b.f1_band().powi(2)).sqrt(),
+    }
+}
+
+fn gap(group: &ComparisonGroup, baseline: &ComparisonGroup) -> Gap {
+    Gap {
+        group: group.group.clone(),
+        baseline: baseline.group.clone(),
+        overall: gap_stats(&group.overall, &baseline.overall),
+        by_difficulty: group
+            .by_difficulty
+            .iter()
+            .filter_map(|a| {
+                let b = baseline.by_difficulty.iter().find(|b| b.key == a.key)?;
+                Some(gap_stats(a, b))
+            })
+            .collect(),
+    }
+}
+
+/// (n, sum, sum of squares) of a group, rebuilt exactly from its mean and standard error.
+fn moments(n: usize, mean: f64, se: f64) -> (f64, f64, f64) {
+    let n = n as f64;
+    let var = se * se * n; // se = sd / sqrt(n)
+    let sum = n * mean;
+    let sum2 = if n >= 2.0 {
+        (n - 1.0) * var + n * mean * mean
+    } else {
+        n * mean * mean
+    };
+    (n, sum, sum2)
+}
+
+fn pooled_se(parts: &[(usize, f64, f64)]) -> f64 {
+    let (n, sum, sum2) = parts
+        .iter()
+        .map(|&(n, m, s)| moments(n, m, s))
+        .fold((0.0, 0.0, 0.0), |a, b| (a.0 + b.0, a.1 + b.1, a.2 + b.2));
+    if n < 2.0 {
+        return 0.0;
+    }
+    let mean = sum / n;
+    let var = ((sum2 - n * mean * mean) / (n - 1.0)).max(0.0);
+    (var / n).sqrt()
+}
+
+fn seed_stats(key: String, stats: &[&GroupStats]) -> SeedStats {
+    let f1: Vec<f64> = stats.iter().map(|g| g.f1).collect();
+    let searches: Vec<f64> = stats.iter().map(|g| g.searches).collect();
+    let token: Option<Vec<f64>> = stats.iter().map(|g| g.token_f1).collect();
+    let token = token.filter(|t| !t.is_empty()).map(|t| mean_se(&t));
+    let (f1, f1_se_seeds) = mean_se(&f1);
+    let (searches, searches_se_seeds) = mean_se(&searches);
+    let n: usize = stats.iter().map(|g| g.n).sum();
+    let oracle = if n == 0 {
+        0.0
+    } else {
+        stats
+            .iter()
+            .map(|g| g.oracle_searches * g.n as f64)
+            .sum::<f64>()
+            / n as f64
+    };
+    SeedStats {
+        key,
+        runs: stats.len(),
+        n,
+        f1,
+        f1_se_seeds,
+        f1_se_questions: pooled_se(
+            &stats
+                .iter()
+                .map(|g| (g.n, g.f1, g.f1_se))
+                .collect::<Vec<_>>(),
+        ),
+        searches,
+        searches_se_seeds,
+        searches_se_questions: pooled_se(
+            &stats
+                .iter()
+                .map(|g| (g.n, g.searches, g.searches_se))
+                .collect::<Vec<_>>(),
+        ),
+        oracle_searches: oracle,
+        token_f1: token.map(|t| t.0),
+        token_f1_se_seeds: token.map(|t| t.1),
+    }
+}
+
+fn comparison_group(group: String, runs: &[&(String, EvalReport)]) -> ComparisonGroup {
+    let overall: Vec<&GroupStats> = runs.iter().map(|(_, r)| &r.overall).collect();
+    let mut keys: BTreeMap<i64, Vec<&GroupStats>> = BTreeMap::new();
+    for (_, r) in runs {
+        for g in &r.by_difficulty {
+            if let Ok(k) = g.key.parse::<i64>() {
+                keys.entry(k).or_default().push(g);
+            }
+        }
+    }
+    ComparisonGroup {
+        group,
+        runs: runs.iter().map(|(_, r)| r.run.label.clone()).collect(),
+        universe_people: runs
+            .iter()
+            .map(|(_, r)| r.run.universe_people)
+            .max()
+            .unwrap_or(0),
+        overall: seed_stats("all".into(), &overall),
+        by_difficulty: keys
+            .into_iter()
+            .map(|(k, gs)| seed_stats(k.to_string(), &gs))
+            .collect(),
+    }
+}
+
+/// Compares runs given as (group, report): runs of one group are seeds of one configuration
+/// (means and standard errors over seeds and over questions); runs are also grouped by universe
+/// size; with a `baseline` group, every other group's F1 gap to it. Errors on no runs and on a
+/// baseline that names no group (listing the groups).
+pub fn compare(runs: &[(String, EvalReport)], baseline: Option<&str>) -> crate::Result<Comparison> {
+    if runs.is_empty() {
+        return Err(crate::Error::Config(
+            "compare needs at least one --run GROUP=DIR".into(),
+        ));
+    }
+    let mut order: Vec<&str> = Vec::new();
+    for (g, _) in runs {
+        if !order.contains(&g.as_str()) {
+            order.push(g);
+        }
+    }
+    let groups: Vec<ComparisonGroup> = order
+        .iter()
+        .map(|g| {
+            let members: Vec<&(String, EvalReport)> =
+                runs.iter().filter(|(name, _)| name == g).collect();
+            comparison_group((*g).to_owned(), &members)
+        })
+        .collect();
+    let gaps = match baseline {
+        None => Vec::new(),
+        Some(name) => {
+            let base = groups.iter().find(|g| g.group == name).ok_or_else(|| {
+                crate::Error::Config(format!(
+                    "--baseline {name:?} is not a group (groups: {})",
+                    order.join(", ")
+                ))
+            })?;
+            groups
+                .iter()
+                .filter(|g| g.group != name)
+                .map(|g| gap(g, base))
+                .collect()
+        }
+    };
+    let mut sizes: BTreeMap<usize, Vec<&(String, EvalReport)>> = BTreeMap::new();
+    for run in runs {
+        sizes
+            .entry(run.1.run.universe_people)
+            .or_default()
+            .push(run);
+    }
+    let by_universe = sizes
+        .into_iter()
+        .map(|(people, members)| comparison_group(format!("{people} people"), &members))
+        .collect();
+    Ok(Comparison {
+        schema_version: REPORT_SCHEMA_VERSION,
+        groups,
+        by_universe,
+        gaps,
+    })
+}
+
+/// Writes `comparison.json`, `search_scaling.svg`, `universe_size.svg` and `comparison.html`
+/// into `dir`.
+pub fn write_comparison(dir: &Path, comparison: &Comparison) -> crate::Result<()> {
+    let mut json = serde_json::to_vec_pretty(comparison).map_err(|source| crate::Error::Json {
+        context: "serialising comparison.json".into(),
+        source,
+    })?;
+    json.push(b'\n');
+    crate::io::write_file_atomic(&dir.join("comparison.json"), &json)?;
+    let figures = super::eval_plot::comparison_figures(comparison)?;
+    for (name, svg) in &figures {
+        crate::io::write_file_atomic(&dir.join(name), svg.as_bytes())?;
+    }
+    let names: Vec<&str> = figures.iter().map(|(n, _)| n.as_str()).collect();
+    let html = super::eval_plot::comparison_html(comparison, &names);
+    crate::io::write_file_atomic(&dir.join("comparison.html"), html.as_bytes())
 }

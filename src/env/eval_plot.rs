@@ -1,7 +1,295 @@
 //! Figures and the HTML page of an evaluation report: SVG only (plotters' SVG backend).
 
-use super::eval::{EvalError, EvalReport, GroupStats};
+use super::eval::{Comparison, ComparisonGroup, EvalError, EvalReport, GroupStats};
+use plotters::coord::Shift;
 use plotters::prelude::*;
+
+/// Line colours of overlaid runs, in order (then repeated).
+const PALETTE: [RGBColor; 7] = [
+    RGBColor(31, 119, 180),
+    RGBColor(214, 39, 40),
+    RGBColor(44, 160, 44),
+    RGBColor(148, 103, 189),
+    RGBColor(255, 127, 14),
+    RGBColor(23, 190, 207),
+    RGBColor(0, 0, 0),
+];
+
+/// One overlaid line with an error band: legend label and (x, mean, half-width) points.
+pub struct Band {
+    /// Legend label.
+    pub label: String,
+    /// (x, mean, band half-width), ascending in x.
+    pub points: Vec<(f64, f64, f64)>,
+}
+
+/// One panel of band lines on `area`.
+fn band_panel(
+    area: &DrawingArea<SVGBackend<'_>, Shift>,
+    caption: &str,
+    x_desc: &str,
+    y_desc: &str,
+    bands: &[Band],
+) -> Result<(), String> {
+    let xs = bands.iter().flat_map(|b| b.points.iter().map(|p| p.0));
+    let lo = xs.clone().fold(f64::INFINITY, f64::min);
+    let hi = xs.fold(f64::NEG_INFINITY, f64::max);
+    let (lo, hi) = if lo.is_finite() {
+        (lo, hi.max(lo + 1.0))
+    } else {
+        (0.0, 1.0)
+    };
+    let y_max = bands
+        .iter()
+        .flat_map(|b| b.points.iter().map(|p| p.1 + p.2))
+        .fold(1.0f64, f64::max)
+        * 1.1;
+    let mut chart = ChartBuilder::on(area)
+        .caption(caption, ("sans-serif", 18))
+        .margin(12)
+        .x_label_area_size(40)
+        .y_label_area_size(50)
+        .build_cartesian_2d(lo - 0.5..hi + 0.5, 0f64..y_max)
+        .map_err(|e| e.to_string())?;
+    chart
+        .configure_mesh()
+        .x_desc(x_desc)
+        .y_desc(y_desc)
+        .x_labels(2 * (hi - lo + 2.0) as usize)
+        .x_label_formatter(&|x: &f64| {
+            if (x - x.round()).abs() < 1e-9 {
+                format!("{}", x.round())
+            } else {
+                String::new()
+            }
+        })
+        .draw()
+        .map_err(|e| e.to_string())?;
+    for (i, band) in bands.iter().enumerate() {
+        let colour = PALETTE[i % PALETTE.len()];
+        let mut outline: Vec<(f64, f64)> = band
+            .points
+            .iter()
+            .map(|&(x, m, h)| (x, (m + h).min(y_max)))
+            .collect();
+        outline.extend(
+            band.points
+                .iter()
+                .rev()
+                .map(|&(x, m, h)| (x, (m - h).max(0.0))),
+        );
+        chart
+            .draw_series(std::iter::once(Polygon::new(
+                outline,
+                colour.mix(0.18).filled(),
+            )))
+            .map_err(|e| e.to_string())?;
+        let line: Vec<(f64, f64)> = band.points.iter().map(|&(x, m, _)| (x, m)).collect();
+        chart
+            .draw_series(LineSeries::new(line.clone(), colour.stroke_width(2)))
+            .map_err(|e| e.to_string())?
+            .label(band.label.clone())
+            .legend(move |(x, y)| {
+                PathElement::new(vec![(x, y), (x + 20, y)], colour.stroke_width(2))
+            });
+        chart
+            .draw_series(line.iter().map(|&p| Circle::new(p, 3, colour.filled())))
+            .map_err(|e| e.to_string())?;
+    }
+    chart
+        .configure_series_labels()
+        .background_style(WHITE.mix(0.8))
+        .border_style(BLACK)
+        .position(SeriesLabelPosition::UpperRight)
+        .draw()
+        .map_err(|e| e.to_string())?;
+    Ok(())
+}
+
+/// Two panels side by side (F1 and searches against difficulty), each with one banded line
+/// per entry of `f1` / `searches`.
+fn scaling_figure(
+    figure: &str,
+    title: &str,
+    f1: &[Band],
+    searches: &[Band],
+) -> crate::Result<String> {
+    let err = plot_err(figure);
+    let mut svg = String::new();
+    {
+        let root = SVGBackend::with_string(&mut svg, (1280, 440)).into_drawing_area();
+        root.fill(&WHITE).map_err(|e| err(e.to_string()))?;
+        let root = root
+            .titled(title, ("sans-serif", 22))
+            .map_err(|e| err(e.to_string()))?;
+        let (left, right) = root.split_horizontally(640);
+        band_panel(
+            &left,
+            "F1",
+            "PhantomWiki difficulty",
+            "mean F1 (band: ±1 SE)",
+            f1,
+        )
+        .map_err(&err)?;
+        band_panel(
+            &right,
+            "Searches",
+            "PhantomWiki difficulty",
+            "searches per question (band: ±1 SE)",
+            searches,
+        )
+        .map_err(&err)?;
+        root.present().map_err(|e| err(e.to_string()))?;
+    }
+    Ok(svg)
+}
+
+fn keyed(groups: &[GroupStats], value: impl Fn(&GroupStats) -> (f64, f64)) -> Vec<(f64, f64, f64)> {
+    groups
+        .iter()
+        .filter_map(|g| {
+            let k = g.key.parse::<f64>().ok()?;
+            let (m, h) = value(g);
+            Some((k, m, h))
+        })
+        .collect()
+}
+
+fn group_bands(groups: &[ComparisonGroup]) -> (Vec<Band>, Vec<Band>) {
+    let band = |g: &ComparisonGroup, f1: bool| Band {
+        label: format!(
+            "{} ({} run{})",
+            g.group,
+            g.runs.len(),
+            if g.runs.len() == 1 { "" } else { "s" }
+        ),
+        points: g
+            .by_difficulty
+            .iter()
+            .filter_map(|s| {
+                let k = s.key.parse::<f64>().ok()?;
+                Some(if f1 {
+                    (k, s.f1, s.f1_band())
+                } else {
+                    (k, s.searches, s.searches_band())
+                })
+            })
+            .collect(),
+    };
+    (
+        groups.iter().map(|g| band(g, true)).collect(),
+        groups.iter().map(|g| band(g, false)).collect(),
+    )
+}
+
+/// The comparison's figures: the search-scaling plot (every group overlaid) and the
+/// universe-size plot (runs grouped by people in the universe).
+pub fn comparison_figures(c: &Comparison) -> crate::Result<Vec<(String, String)>> {
+    let (f1, searches) = group_bands(&c.groups);
+    let (uf1, usearches) = group_bands(&c.by_universe);
+    Ok(vec![
+        (
+            "search_scaling.svg".into(),
+            scaling_figure(
+                "search_scaling.svg",
+                "Search scaling: F1 and searches against difficulty",
+                &f1,
+                &searches,
+            )?,
+        ),
+        (
+            "universe_size.svg".into(),
+            scaling_figure(
+                "universe_size.svg",
+                "Universe size: F1 and searches against difficulty",
+                &uf1,
+                &usearches,
+            )?,
+        ),
+    ])
+}
+
+/// The script that marks, once the page has loaded, how many figures the browser rendered
+/// (`data-figures-rendered="k/n"` on `<body>`; a figure counts when its image decoded).
+const RENDER_CHECK: &str = "<script>window.addEventListener('load',function(){var f=document.querySelectorAll('img.figure'),k=0;f.forEach(function(i){if(i.complete&&i.naturalWidth>0)k++;});document.body.setAttribute('data-figures-rendered',k+'/'+f.length);});</script>\n";
+
+fn figure_tags(figures: &[&str]) -> String {
+    figures
+        .iter()
+        .map(|f| {
+            let (w, h) = if f.ends_with("search_scaling.svg") || f.ends_with("universe_size.svg") {
+                (1280, 440)
+            } else {
+                (640, 400)
+            };
+            format!(
+                "<img class=\"figure\" src=\"{0}\" alt=\"{0}\" width=\"{w}\" height=\"{h}\">\n",
+                escape(f)
+            )
+        })
+        .collect()
+}
+
+/// A self-contained page for a comparison: the figures and a table per group.
+pub fn comparison_html(c: &Comparison, figures: &[&str]) -> String {
+    let mut page = format!(
+        "<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\"><title>rulegym eval comparison</title>\n\
+         <style>body{{font-family:sans-serif;margin:2em}}table{{border-collapse:collapse;margin-bottom:1em}}\
+         td,th{{border:1px solid #999;padding:2px 8px;text-align:right}}img{{margin:4px}}</style>\
+         {RENDER_CHECK}</head><body>\n<h1>rulegym eval comparison</h1>\n\
+         <p>Means over runs (seeds) ± standard error over runs, and ± standard error over all \
+         questions pooled; schema version {}.</p>\n",
+        c.schema_version
+    );
+    page.push_str(&figure_tags(figures));
+    for (title, groups) in [("groups", &c.groups), ("universe sizes", &c.by_universe)] {
+        page.push_str(&format!(
+            "<h2>{}</h2>\n<table>\n<tr><th>group</th><th>runs</th><th>people</th><th>n</th>\
+             <th>F1</th><th>± SE seeds</th><th>± SE questions</th><th>searches</th>\
+             <th>± SE seeds</th><th>oracle searches</th></tr>\n",
+            escape(title)
+        ));
+        for g in groups.iter() {
+            let o = &g.overall;
+            page.push_str(&format!(
+                "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{:.3}</td><td>{:.3}</td>\
+                 <td>{:.3}</td><td>{:.2}</td><td>{:.2}</td><td>{:.2}</td></tr>\n",
+                escape(&g.group),
+                o.runs,
+                g.universe_people,
+                o.n,
+                o.f1,
+                o.f1_se_seeds,
+                o.f1_se_questions,
+                o.searches,
+                o.searches_se_seeds,
+                o.oracle_searches
+            ));
+        }
+        page.push_str("</table>\n");
+    }
+    if !c.gaps.is_empty() {
+        page.push_str(
+            "<h2>gaps to the baseline</h2>\n<table>\n<tr><th>group</th><th>baseline</th>\
+             <th>difficulty</th><th>F1 gap</th><th>± SE</th></tr>\n",
+        );
+        for g in &c.gaps {
+            for s in std::iter::once(&g.overall).chain(&g.by_difficulty) {
+                page.push_str(&format!(
+                    "<tr><td>{}</td><td>{}</td><td>{}</td><td>{:+.3}</td><td>{:.3}</td></tr>\n",
+                    escape(&g.group),
+                    escape(&g.baseline),
+                    escape(&s.key),
+                    s.f1_gap,
+                    s.f1_gap_se
+                ));
+            }
+        }
+        page.push_str("</table>\n");
+    }
+    page.push_str("</body></html>\n");
+    page
+}
 
 /// A plotted line: legend label, the value of a group, colour.
 type Series<'a> = (&'a str, fn(&GroupStats) -> f64, RGBColor);
@@ -175,6 +463,27 @@ pub fn figures(report: &EvalReport) -> crate::Result<Vec<(String, String)>> {
             "f1_by_family.svg".into(),
             family_bars("f1_by_family.svg", &report.by_family)?,
         ),
+        (
+            "search_scaling.svg".into(),
+            scaling_figure(
+                "search_scaling.svg",
+                "Search scaling: F1 and searches against difficulty",
+                &[Band {
+                    label: report.run.label.clone(),
+                    points: keyed(&report.by_difficulty, |g| (g.f1, g.f1_se)),
+                }],
+                &[
+                    Band {
+                        label: report.run.label.clone(),
+                        points: keyed(&report.by_difficulty, |g| (g.searches, g.searches_se)),
+                    },
+                    Band {
+                        label: "proof (oracle)".into(),
+                        points: keyed(&report.by_difficulty, |g| (g.oracle_searches, 0.0)),
+                    },
+                ],
+            )?,
+        ),
     ])
 }
 
@@ -187,23 +496,28 @@ fn escape(s: &str) -> String {
 
 fn table(title: &str, groups: &[GroupStats]) -> String {
     let mut t = format!(
-        "<h2>{}</h2>\n<table>\n<tr><th>{}</th><th>n</th><th>F1</th><th>EM</th><th>precision</th>\
-         <th>recall</th><th>searches</th><th>oracle searches</th><th>turns</th><th>answered</th>\
-         <th>gold retrieved</th><th>errors</th></tr>\n",
+        "<h2>{}</h2>\n<table>\n<tr><th>{}</th><th>n</th><th>F1</th><th>± SE</th><th>EM</th>\
+         <th>token F1</th><th>precision</th><th>recall</th><th>searches</th><th>± SE</th>\
+         <th>oracle searches</th><th>turns</th><th>answered</th><th>gold retrieved</th>\
+         <th>errors</th></tr>\n",
         escape(title),
         escape(title)
     );
     for g in groups {
         t.push_str(&format!(
-            "<tr><td>{}</td><td>{}</td><td>{:.3}</td><td>{:.3}</td><td>{:.3}</td><td>{:.3}</td>\
-             <td>{:.2}</td><td>{:.2}</td><td>{:.2}</td><td>{:.3}</td><td>{:.3}</td><td>{}</td></tr>\n",
+            "<tr><td>{}</td><td>{}</td><td>{:.3}</td><td>{:.3}</td><td>{:.3}</td><td>{}</td>\
+             <td>{:.3}</td><td>{:.3}</td><td>{:.2}</td><td>{:.2}</td><td>{:.2}</td><td>{:.2}</td>\
+             <td>{:.3}</td><td>{:.3}</td><td>{}</td></tr>\n",
             escape(&g.key),
             g.n,
             g.f1,
+            g.f1_se,
             g.em,
+            g.token_f1.map_or("-".to_owned(), |t| format!("{t:.3}")),
             g.precision,
             g.recall,
             g.searches,
+            g.searches_se,
             g.oracle_searches,
             g.turns,
             g.answered,
@@ -221,18 +535,28 @@ pub fn html(report: &EvalReport, figures: &[&str]) -> String {
         "<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\"><title>rulegym eval: {model}</title>\n\
          <style>body{{font-family:sans-serif;margin:2em}}table{{border-collapse:collapse;margin-bottom:1em}}\
          td,th{{border:1px solid #999;padding:2px 8px;text-align:right}}img{{margin:4px}}</style>\
-         </head><body>\n<h1>rulegym eval: {model}</h1>\n<p>endpoint {endpoint}, turn cap {turns}</p>\n",
+         {RENDER_CHECK}</head><body>\n<h1>rulegym eval: {model}</h1>\n<p>endpoint {endpoint}, turn cap {turns}, \
+         temperature {temperature}, top-p {top_p}, {max_tokens} tokens per turn, context budget {context}, \
+         tokens counted by {counter}; ± SE is the standard error over questions; report schema \
+         version {version}</p>\n",
         model = escape(&report.model),
         endpoint = escape(&report.endpoint),
-        turns = report.max_turns
+        turns = report.max_turns,
+        temperature = report.run.temperature,
+        top_p = report
+            .run
+            .top_p
+            .map_or("default".to_owned(), |p| p.to_string()),
+        max_tokens = report.run.max_tokens,
+        context = report
+            .run
+            .max_context_tokens
+            .map_or("none".to_owned(), |c| c.to_string()),
+        counter = escape(&report.run.token_counter),
+        version = report.schema_version,
     );
     page.push_str(&table("overall", std::slice::from_ref(&report.overall)));
-    for f in figures {
-        page.push_str(&format!(
-            "<img src=\"{0}\" alt=\"{0}\" width=\"640\" height=\"400\">\n",
-            escape(f)
-        ));
-    }
+    page.push_str(&figure_tags(figures));
     page.push_str(&table("hops", &report.by_hops));
     page.push_str(&table("difficulty", &report.by_difficulty));
     page.push_str(&table("family", &report.by_family));

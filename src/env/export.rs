@@ -123,6 +123,11 @@ pub struct ExtraInfo {
     pub kind: String,
     /// The index file the environment searches (`""` when the export was not given one).
     pub index_path: String,
+    /// The environment configuration as JSON (a [`SearchEnvConfig`]), present only when it
+    /// differs from the default (an environment preset or a prompt file): SkyRL's typed config
+    /// cannot carry one for `rulegym-search-v1`, so `rulegym.skyrl.SearchEnv` reads it here.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub env_config: Option<String>,
 }
 
 /// One exported row, format-independent.
@@ -147,6 +152,16 @@ impl Retriever for NoRetrieval {
 /// The rows of `questions`, in order.
 pub fn rows(questions: &[Question], options: &ExportOptions) -> crate::Result<Vec<ExportRow>> {
     let retriever: Arc<dyn Retriever> = Arc::new(NoRetrieval);
+    let env_config = if options.config == SearchEnvConfig::default() {
+        None
+    } else {
+        Some(
+            serde_json::to_string(&options.config).map_err(|source| crate::Error::Json {
+                context: "serialising the environment config".into(),
+                source,
+            })?,
+        )
+    };
     questions
         .iter()
         .enumerate()
@@ -170,6 +185,7 @@ pub fn rows(questions: &[Question], options: &ExportOptions) -> crate::Result<Ve
                     difficulty: i64::from(q.difficulty),
                     kind: q.kind.clone(),
                     index_path: options.index_path.clone(),
+                    env_config: env_config.clone(),
                 },
             })
         })
@@ -291,9 +307,23 @@ const TARGET_SCHEMA: &str = "
       }
     }";
 
-/// The parquet schema of a format.
+/// The parquet schema of a format (rows without `extra_info.env_config`).
 pub fn parquet_schema(format: ExportFormat) -> String {
-    match format {
+    parquet_schema_with(format, false)
+}
+
+/// The parquet schema of a format; `env_config`: whether `extra_info` ends with the
+/// `env_config` string.
+pub fn parquet_schema_with(format: ExportFormat, env_config: bool) -> String {
+    let extra = if env_config {
+        EXTRA_SCHEMA.replace(
+            "required binary index_path (UTF8);",
+            "required binary index_path (UTF8);\n    required binary env_config (UTF8);",
+        )
+    } else {
+        EXTRA_SCHEMA.to_owned()
+    };
+    let schema = match format {
         ExportFormat::Verl => format!(
             "message verl {{\n  required binary data_source (UTF8);{PROMPT_SCHEMA}\n  \
              required binary ability (UTF8);\n  required group reward_model {{\n    \
@@ -304,7 +334,8 @@ pub fn parquet_schema(format: ExportFormat) -> String {
              required binary env_class (UTF8);\n  required group reward_spec {{\n    \
              required binary method (UTF8);{TARGET_SCHEMA}\n  }}{EXTRA_SCHEMA}\n}}"
         ),
-    }
+    };
+    schema.replace(EXTRA_SCHEMA, &extra)
 }
 
 fn columns(rows: &[ExportRow], options: &ExportOptions) -> Vec<Column> {
@@ -315,7 +346,7 @@ fn columns(rows: &[ExportRow], options: &ExportOptions) -> Vec<Column> {
         ExportFormat::Skyrl => (&options.env_class, "rule"),
     };
     let [roles, contents] = prompt_columns(rows.iter().map(|r| r.prompt.as_slice()));
-    vec![
+    let mut columns = vec![
         same(&options.data_source),
         roles,
         contents,
@@ -331,7 +362,14 @@ fn columns(rows: &[ExportRow], options: &ExportOptions) -> Vec<Column> {
         Column::Int(rows.iter().map(|r| r.extra.difficulty).collect()),
         str_column(rows.iter().map(|r| r.extra.kind.as_str())),
         str_column(rows.iter().map(|r| r.extra.index_path.as_str())),
-    ]
+    ];
+    if rows.first().is_some_and(|r| r.extra.env_config.is_some()) {
+        columns.push(str_column(
+            rows.iter()
+                .map(|r| r.extra.env_config.as_deref().unwrap_or("")),
+        ));
+    }
+    columns
 }
 
 /// Writes `rows` as one parquet file (one row group, uncompressed), atomically.
@@ -340,9 +378,10 @@ pub fn write_parquet(
     rows: &[ExportRow],
     options: &ExportOptions,
 ) -> crate::Result<()> {
+    let env_config = rows.first().is_some_and(|r| r.extra.env_config.is_some());
     write_columns(
         path,
-        &parquet_schema(options.format),
+        &parquet_schema_with(options.format, env_config),
         columns(rows, options),
     )
 }

@@ -10,6 +10,7 @@ pub mod eval_plot;
 pub mod export;
 pub mod oracle;
 pub mod search;
+pub mod tokens;
 
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;

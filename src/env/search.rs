@@ -6,7 +6,15 @@
 //! a search appends `\n\n<information>Doc 1(Title: "T") text\n...</information>\n\n` with the top-k
 //! passages; an answer ends the episode with its reward; neither tag gives Search-R1's "invalid
 //! action" observation (or ends the episode when configured); the turn cap ends it with reward 0.
+//!
+//! Token budgets (off by default; PhantomEnvironments' preset sets them): `max_action_tokens`
+//! cuts each action to its first N tokens before it is parsed (as a generation cap would), and
+//! `max_context_tokens` ends the episode with reward 0 when the conversation (prompt, actions
+//! and observations) would exceed N tokens. Tokens are counted by the episode's
+//! [`TokenCounter`] (the `ceil(chars / 4)` approximation unless a real tokenizer is given with
+//! [`SearchEnv::with_token_counter`]).
 
+use super::tokens::{ApproxTokenCounter, TokenCounter};
 use super::{Environment, Message, Span, Step};
 use crate::retrieval::SearchIndex;
 use crate::reward::{ScoreMode, score};
@@ -74,6 +82,14 @@ pub struct SearchEnvConfig {
     pub prompt: String,
     /// An optional system prompt.
     pub system_prompt: Option<String>,
+    /// Generated tokens per turn: each action is cut to its first N tokens before it is
+    /// parsed [off; PhantomEnvironments ~500].
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_action_tokens: Option<usize>,
+    /// Tokens of the whole conversation: an episode that would grow past it ends with reward 0
+    /// [off; PhantomEnvironments 8,192 in training, 32,768 at evaluation].
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_context_tokens: Option<usize>,
 }
 
 impl Default for SearchEnvConfig {
@@ -85,6 +101,8 @@ impl Default for SearchEnvConfig {
             score_mode: ScoreMode::Squad,
             prompt: DEFAULT_PROMPT.to_owned(),
             system_prompt: None,
+            max_action_tokens: None,
+            max_context_tokens: None,
         }
     }
 }
@@ -103,6 +121,18 @@ impl SearchEnvConfig {
                 "max_turns must be in 1..=1000, got {}",
                 self.max_turns
             )));
+        }
+        for (name, value) in [
+            ("max_action_tokens", self.max_action_tokens),
+            ("max_context_tokens", self.max_context_tokens),
+        ] {
+            if let Some(v) = value
+                && !(1..=10_000_000).contains(&v)
+            {
+                return Err(crate::Error::Config(format!(
+                    "{name} must be in 1..=10000000, got {v}"
+                )));
+            }
         }
         if !self.prompt.contains("{question}") {
             return Err(crate::Error::Config(
@@ -129,6 +159,8 @@ pub struct SearchEnv {
     retriever: Arc<dyn Retriever>,
     config: SearchEnvConfig,
     task: SearchTask,
+    tokens: Arc<dyn TokenCounter>,
+    context_tokens: usize,
     turn: usize,
     searches: usize,
     done: bool,
@@ -146,10 +178,19 @@ impl SearchEnv {
             retriever,
             config,
             task,
+            tokens: Arc::new(ApproxTokenCounter),
+            context_tokens: 0,
             turn: 0,
             searches: 0,
             done: false,
         })
+    }
+
+    /// Counts the token budgets with `counter` (a real tokenizer) instead of the `ceil(chars /
+    /// 4)` approximation.
+    pub fn with_token_counter(mut self, counter: Arc<dyn TokenCounter>) -> Self {
+        self.tokens = counter;
+        self
     }
 
     /// The task of this episode.
@@ -230,6 +271,7 @@ impl Environment for SearchEnv {
         self.turn = 0;
         self.searches = 0;
         self.done = false;
+        self.context_tokens = 0;
         let mut messages = Vec::new();
         if let Some(system) = &self.config.system_prompt {
             messages.push(Message::new("system", system.clone()));
@@ -240,6 +282,9 @@ impl Environment for SearchEnv {
                 .prompt
                 .replace("{question}", &self.task.question),
         ));
+        if self.config.max_context_tokens.is_some() {
+            self.context_tokens = messages.iter().map(|m| self.tokens.count(&m.content)).sum();
+        }
         Ok(messages)
     }
 
@@ -249,7 +294,20 @@ impl Environment for SearchEnv {
         }
         self.turn += 1;
         let mut meta = BTreeMap::from([("turn".to_owned(), json!(self.turn))]);
+        let action = match self.config.max_action_tokens {
+            Some(max) => {
+                let cut = self.tokens.truncate(action, max);
+                if cut.len() < action.len() {
+                    meta.insert("action_truncated".into(), json!(true));
+                }
+                cut
+            }
+            None => action,
+        };
         let action = truncate_action(action);
+        if self.config.max_context_tokens.is_some() {
+            self.context_tokens += self.tokens.count(action);
+        }
         let step = match parse_action(action) {
             Some(("answer", content)) => {
                 let s = score(content, &self.task.answers, self.config.score_mode);
@@ -299,6 +357,15 @@ impl Environment for SearchEnv {
             }
             return Ok(self.finish(0.0, meta));
         }
-        Ok(self.observe(step.unwrap_or_else(|| INVALID_ACTION.to_owned()), meta))
+        let observation = step.unwrap_or_else(|| INVALID_ACTION.to_owned());
+        if let Some(budget) = self.config.max_context_tokens {
+            self.context_tokens += self.tokens.count(&observation);
+            meta.insert("context_tokens".into(), json!(self.context_tokens));
+            if self.context_tokens > budget {
+                meta.insert("reason".into(), json!("context token budget exceeded"));
+                return Ok(self.finish(0.0, meta));
+            }
+        }
+        Ok(self.observe(observation, meta))
     }
 }

@@ -259,9 +259,9 @@ impl<'a> GpuGrpo<'a> {
                 Aggregation::SeqMeanTokenSum => 2,
             },
             clip_lo: 1.0 - config.clip_low,
-            clip_hi: 1.0 + config.clip_high,
-            dual_c: config.dual_clip.unwrap_or(0.0),
-            has_dual: config.dual_clip.is_some() as u32,
+            clip_hi: config.high_bound(),
+            dual_c: config.dual_bound().unwrap_or(0.0),
+            has_dual: config.dual_bound().is_some() as u32,
         };
         let item_stats = ctx.storage_zeroed("item stats", (n_items * 8) as u64)?;
         let partials = ctx.storage_zeroed("partials", (n_items * 48) as u64)?;

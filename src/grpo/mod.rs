@@ -11,7 +11,10 @@
 //!   (this includes every group of `G = 1`) gets `A = 0`.
 //! * **Surrogate** per unmasked token, with `rho = exp(logp_new - logp_old)`:
 //!   `l = -min(rho*A, clip(rho, 1 - clip_low, 1 + clip_high)*A)`; with dual clip `c`,
-//!   `l = min(l, -c*A)` when `A < 0`. Masked tokens (mask 0) contribute nothing to the loss,
+//!   `l = min(l, -c*A)` when `A < 0`. A ratio cap `C` ([`GrpoConfig::ratio_cap`],
+//!   PhantomEnvironments' "ratio clipped at 2.0 at token level") bounds the ratio whatever the
+//!   advantage's sign: the upper clip becomes `min(1 + clip_high, C)` and the dual clip
+//!   `min(c, C)` (for `A < 0`, capping `rho` at `C` is exactly a dual clip at `C`). Masked tokens (mask 0) contribute nothing to the loss,
 //!   the gradient or any metric.
 //! * **Aggregation** ([`Aggregation`]): `token-mean` divides the sum over all unmasked tokens by
 //!   their count; `seq-mean-token-mean` averages per-sequence token means and
@@ -142,6 +145,11 @@ pub struct GrpoConfig {
     /// Dual-clip constant `c > 1` for negative advantages (`l = min(l, -c*A)`) [off].
     #[serde(alias = "dual_clip")]
     pub dual_clip: Option<f32>,
+    /// Token-level cap `C > 1` on the importance ratio for every advantage sign [off;
+    /// PhantomEnvironments 2.0]: the effective upper clip is `min(1 + clip_high, C)` and the
+    /// effective dual clip `min(c, C)`; clip metrics count against the effective bounds.
+    #[serde(alias = "ratio_cap", skip_serializing_if = "Option::is_none")]
+    pub ratio_cap: Option<f32>,
     /// Loss aggregation [token-mean].
     pub aggregation: Aggregation,
 }
@@ -155,6 +163,7 @@ impl Default for GrpoConfig {
             clip_low: 0.2,
             clip_high: 0.28,
             dual_clip: None,
+            ratio_cap: None,
             aggregation: Aggregation::TokenMean,
         }
     }
@@ -188,16 +197,41 @@ impl GrpoConfig {
                 "dual_clip c must be finite and > 1, got {c}"
             )));
         }
+        if let Some(cap) = self.ratio_cap
+            && !(cap.is_finite() && cap > 1.0)
+        {
+            return Err(GrpoError::Config(format!(
+                "ratio_cap must be finite and > 1, got {cap}"
+            )));
+        }
         Ok(())
+    }
+
+    /// The effective upper bound of the ratio for `A > 0`: `min(1 + clip_high, ratio_cap)`.
+    pub fn high_bound(&self) -> f32 {
+        let high = 1.0 + self.clip_high;
+        self.ratio_cap.map_or(high, |cap| high.min(cap))
+    }
+
+    /// The effective dual-clip constant for `A < 0`: `min(dual_clip, ratio_cap)` (either alone
+    /// when only one is set; `None` when neither is).
+    pub fn dual_bound(&self) -> Option<f32> {
+        match (self.dual_clip, self.ratio_cap) {
+            (Some(c), Some(cap)) => Some(c.min(cap)),
+            (c, cap) => c.or(cap),
+        }
     }
 
     /// `(low, high)` per-token bounds on the ratio for a sequence with advantage `a`: the clipped
     /// value is `clamp(rho, low, high)` and the gradient flows iff `low <= rho <= high`.
     pub(crate) fn bounds(&self, a: f32) -> (f32, f32) {
         if a > 0.0 {
-            (0.0, 1.0 + self.clip_high)
+            (0.0, self.high_bound())
         } else if a < 0.0 {
-            (1.0 - self.clip_low, self.dual_clip.unwrap_or(f32::INFINITY))
+            (
+                1.0 - self.clip_low,
+                self.dual_bound().unwrap_or(f32::INFINITY),
+            )
         } else {
             (0.0, f32::INFINITY)
         }
@@ -363,9 +397,11 @@ pub struct GrpoStats {
     pub sequences: u64,
     /// Fraction of tokens with `A < 0` and `rho < 1 - clip_low` (gradient zeroed).
     pub clip_frac_low: f64,
-    /// Fraction of tokens with `A > 0` and `rho > 1 + clip_high` (gradient zeroed).
+    /// Fraction of tokens with `A > 0` and `rho > 1 + clip_high` (or the ratio cap, when lower;
+    /// gradient zeroed).
     pub clip_frac_high: f64,
-    /// Fraction of tokens with `A < 0` and `rho > c` (dual clip active; 0 when off).
+    /// Fraction of tokens with `A < 0` and `rho > c` (dual clip or ratio cap active; 0 when
+    /// both are off).
     pub dual_clip_frac: f64,
     /// Mean of `rho`.
     pub mean_ratio: f64,

@@ -127,6 +127,9 @@ pub struct ChatRequest {
     /// Sampling temperature.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub temperature: Option<f64>,
+    /// Nucleus sampling: the smallest token set of this total probability (0 < p <= 1).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub top_p: Option<f64>,
     /// Maximum tokens to generate.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_tokens: Option<u32>,
@@ -146,6 +149,7 @@ impl ChatRequest {
             messages,
             tools: Vec::new(),
             temperature: None,
+            top_p: None,
             max_tokens: None,
             seed: None,
             stop: Vec::new(),

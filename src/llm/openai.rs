@@ -120,6 +120,9 @@ impl OpenAiBackend {
         if let Some(t) = request.temperature {
             body["temperature"] = json!(t);
         }
+        if let Some(p) = request.top_p {
+            body["top_p"] = json!(p);
+        }
         if let Some(m) = request.max_tokens {
             body["max_tokens"] = json!(m);
         }

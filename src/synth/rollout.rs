@@ -128,6 +128,7 @@ pub(super) fn run(ctx: &Ctx, item: &SynthItem) -> Result<Outcome, ItemError> {
             ToolEnvConfig {
                 max_turns: config.max_turns,
                 protocol: Protocol::OpenAi,
+                ..ToolEnvConfig::default()
             },
         );
         let episode = play_episode(

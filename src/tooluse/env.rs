@@ -40,12 +40,19 @@ pub enum Protocol {
 }
 
 /// Environment options.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+#[serde(deny_unknown_fields, default)]
 pub struct ToolEnvConfig {
     /// Agent turns before the episode is cut (a task's `max_turns` overrides it).
     pub max_turns: u32,
     /// Wire protocol.
     pub protocol: Protocol,
+    /// Assistant tokens per episode (text plus tool-call names and arguments): the episode
+    /// ends with reason `response_budget` (and is scored as it stands) once the assistant has
+    /// written more [off; SynthAgent 13,000]. Counted by the episode's token counter
+    /// (`ceil(chars / 4)` unless [`ToolEnv::with_token_counter`] gives a real tokenizer).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_response_tokens: Option<u32>,
 }
 
 impl Default for ToolEnvConfig {
@@ -53,7 +60,28 @@ impl Default for ToolEnvConfig {
         ToolEnvConfig {
             max_turns: 16,
             protocol: Protocol::OpenAi,
+            max_response_tokens: None,
         }
+    }
+}
+
+impl ToolEnvConfig {
+    /// Checks every knob.
+    pub fn validate(&self) -> crate::Result<()> {
+        if !(1..=1000).contains(&self.max_turns) {
+            return Err(crate::Error::Config(format!(
+                "max_turns must be in 1..=1000, got {}",
+                self.max_turns
+            )));
+        }
+        if let Some(v) = self.max_response_tokens
+            && !(1..=10_000_000).contains(&v)
+        {
+            return Err(crate::Error::Config(format!(
+                "max_response_tokens must be in 1..=10000000, got {v}"
+            )));
+        }
+        Ok(())
     }
 }
 
@@ -375,6 +403,8 @@ pub struct ToolEnv {
     scorer: Arc<RubricScorer>,
     judge: Option<Arc<dyn ItemJudge>>,
     config: ToolEnvConfig,
+    tokens: Arc<dyn crate::env::tokens::TokenCounter>,
+    response_tokens: usize,
     recorder: Recorder,
     transcript: Vec<ChatMessage>,
     turn: u32,
@@ -399,11 +429,23 @@ impl ToolEnv {
             scorer,
             judge: None,
             config,
+            tokens: Arc::new(crate::env::tokens::ApproxTokenCounter),
+            response_tokens: 0,
             transcript: Vec::new(),
             turn: 0,
             done: false,
             result: None,
         }
+    }
+
+    /// Counts `max_response_tokens` with `counter` (a real tokenizer) instead of the `ceil(chars
+    /// / 4)` approximation.
+    pub fn with_token_counter(
+        mut self,
+        counter: Arc<dyn crate::env::tokens::TokenCounter>,
+    ) -> Self {
+        self.tokens = counter;
+        self
     }
 
     /// Adds an LLM judge for rubric items without a rule.
@@ -468,11 +510,28 @@ impl ToolEnv {
             ("turn".to_owned(), json!(step)),
             ("env".to_owned(), json!(ENV_ID)),
         ]);
+        let over_budget = match self.config.max_response_tokens {
+            Some(budget) => {
+                let mut n = self.tokens.count(message.content_str());
+                for call in &message.tool_calls {
+                    n += self.tokens.count(&call.function.name);
+                    n += self.tokens.count(&call.function.arguments);
+                }
+                self.response_tokens += n;
+                meta.insert("response_tokens".into(), json!(self.response_tokens));
+                self.response_tokens > budget as usize
+            }
+            None => false,
+        };
         if !parsed.text.is_empty() {
             self.recorder.events.push(Event::Said {
                 step,
                 text: parsed.text.clone(),
             });
+        }
+        if over_budget {
+            // The generation was cut by the response budget: what was written is not acted on.
+            return self.finish("response_budget", meta);
         }
         if let Some(marker) = parsed.marker {
             self.recorder.events.push(Event::Stopped { step, marker });
@@ -612,6 +671,7 @@ impl ToolEnv {
 impl Environment for ToolEnv {
     fn reset(&mut self) -> crate::Result<Vec<Message>> {
         self.recorder = Recorder::new(self.world.clone());
+        self.response_tokens = 0;
         self.turn = 0;
         self.done = false;
         self.result = None;

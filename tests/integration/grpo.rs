@@ -123,6 +123,75 @@ fn dual_clip_by_hand() {
     assert!(close(s.loss, 8.0, 1e-6));
 }
 
+/// `ratio_cap` (PhantomEnvironments' token-level cap of the ratio at 2.0) as a named setting:
+/// it caps the ratio for both advantage signs, by hand and against the equivalent clip/dual-clip
+/// configurations; it parses from JSON (`ratio-cap` or `ratio_cap`) and is validated.
+#[test]
+fn ratio_cap_by_hand() {
+    let cap = GrpoConfig {
+        ratio_cap: Some(2.0),
+        clip_high: 5.0, // looser than the cap: the cap decides
+        ..Default::default()
+    };
+    assert_eq!(cap.high_bound(), 2.0);
+    assert_eq!(cap.dual_bound(), Some(2.0));
+    // A > 0, rho above the cap: loss -cap*A, no gradient, counted as a high clip
+    let (s, g) = one_token(0.5, 2.5, &cap);
+    assert!(close(s.loss, -1.0, 1e-6) && g == 0.0 && s.clip_frac_high == 1.0);
+    // A > 0, rho below the cap: unclipped
+    let (s, g) = one_token(0.5, 1.9, &cap);
+    assert!(close(s.loss, -0.95, 1e-6) && close(g as f64, -0.95, 1e-6));
+    // A < 0, rho above the cap: loss capped at cap*|A|, no gradient (a dual clip at 2.0)
+    let (s, g) = one_token(-2.0, 3.0, &cap);
+    assert!(close(s.loss, 4.0, 1e-6) && g == 0.0 && s.dual_clip_frac == 1.0);
+    // A < 0, rho under the cap: unclipped (without the cap the loss would be the same)
+    let (s, g) = one_token(-2.0, 1.5, &cap);
+    assert!(close(s.loss, 3.0, 1e-6) && close(g as f64, 3.0, 1e-6));
+    // With the usual clip_high 0.28 the cap only changes negative advantages: identical to a
+    // dual clip at 2.0 on a whole batch.
+    let old = [-1.0f32, -2.0, -0.5, -1.2, -0.3, -2.2];
+    let new = [-0.1f32, -2.5, 0.4, -1.0, -1.9, -0.9];
+    let mask = [1u8; 6];
+    let offsets = [0usize, 2, 4, 6];
+    let batch = TokenBatch::ragged(&old, &new, &mask, &offsets).unwrap();
+    let rewards = [1.0f32, 0.0, 0.5];
+    let with_cap = GrpoConfig {
+        ratio_cap: Some(2.0),
+        ..Default::default()
+    };
+    let with_dual = GrpoConfig {
+        dual_clip: Some(2.0),
+        ..Default::default()
+    };
+    let a = grpo_step(&rewards, 3, &batch, &with_cap).unwrap();
+    let b = grpo_step(&rewards, 3, &batch, &with_dual).unwrap();
+    assert_eq!(a, b);
+    assert!(a.stats.dual_clip_frac > 0.0, "the case exercises the cap");
+    // A dual clip looser than the cap: the cap wins
+    let both = GrpoConfig {
+        dual_clip: Some(3.0),
+        ratio_cap: Some(2.0),
+        ..Default::default()
+    };
+    assert_eq!(both.dual_bound(), Some(2.0));
+    // JSON, both spellings; invalid caps are errors naming the knob
+    let parsed: GrpoConfig = serde_json::from_str(r#"{"ratio-cap": 2.0}"#).unwrap();
+    assert_eq!(parsed.ratio_cap, Some(2.0));
+    let parsed: GrpoConfig = serde_json::from_str(r#"{"ratio_cap": 2.0}"#).unwrap();
+    assert_eq!(parsed.ratio_cap, Some(2.0));
+    for bad in [1.0f32, 0.5, f32::NAN, f32::INFINITY] {
+        let cfg = GrpoConfig {
+            ratio_cap: Some(bad),
+            ..Default::default()
+        };
+        let err = cfg.validate().unwrap_err().to_string();
+        assert!(err.contains("ratio_cap must be finite and > 1"), "{err}");
+    }
+    // Default config serialises without the knob (reports stay byte-identical)
+    let json = serde_json::to_string(&GrpoConfig::default()).unwrap();
+    assert!(!json.contains("ratio"), "{json}");
+}
+
 /// seq 0: 3 tokens (mask 1 1 0), seq 1: 1 token, seq 2: 2 tokens fully masked; rho = 1.
 fn aggregation_case(agg: Aggregation) -> (GrpoStats, Vec<f32>) {
     let old = [-1.0f32, -2.0, -3.0, -0.5, -1.0, -1.0];
@@ -435,6 +504,7 @@ fn config_strategy() -> impl Strategy<Value = GrpoConfig> {
                 clip_low,
                 clip_high,
                 dual_clip,
+                ratio_cap: None,
                 aggregation,
             },
         )
@@ -494,8 +564,8 @@ fn reference(b: &Batch, adv: &[f32], cfg: &GrpoConfig) -> (f64, Vec<f64>) {
 /// Whether a ratio is within a relative `margin` of a clip boundary (where f32 and f64 may
 /// disagree on the region, and where a finite difference straddles the kink).
 fn near_boundary(rho: f64, cfg: &GrpoConfig, margin: f64) -> bool {
-    let mut bounds = vec![1.0 - cfg.clip_low as f64, 1.0 + cfg.clip_high as f64];
-    bounds.extend(cfg.dual_clip.map(|c| c as f64));
+    let mut bounds = vec![1.0 - cfg.clip_low as f64, cfg.high_bound() as f64];
+    bounds.extend(cfg.dual_bound().map(|c| c as f64));
     bounds.iter().any(|b| (rho / b - 1.0).abs() < margin)
 }
 
@@ -822,6 +892,12 @@ mod gpu {
             GrpoConfig {
                 mean_only: true,
                 clip_high: 1.0,
+                ..Default::default()
+            },
+            // PhantomEnvironments' ratio cap, looser clip_high: the cap bounds both signs.
+            GrpoConfig {
+                clip_high: 5.0,
+                ratio_cap: Some(2.0),
                 ..Default::default()
             },
         ];

@@ -272,3 +272,90 @@ fn conformance_same_seed_same_episodes_gold_one_wrong_zero() {
         );
     }
 }
+
+/// The phantomenvs environment preset: the paper's prompt and system message, a turn without
+/// tags ends the episode, turn caps 10 / 20, and the token budgets are enforced.
+#[test]
+fn phantomenvs_preset_prompt_termination_and_token_budgets() {
+    use rulegym::env::tokens::{ApproxTokenCounter, TokenCounter};
+    use rulegym::preset::{EnvPreset, Stage};
+    let preset = EnvPreset::named("phantomenvs").unwrap();
+    let train = preset.search(Stage::Train).unwrap();
+    let mut e = env(train.clone());
+    let reset = e.reset().unwrap();
+    assert_eq!(reset[0].role, "system");
+    assert!(reset[0].content.contains("helpful and harmless"));
+    assert!(reset[1].content.contains("sub-questions"));
+    assert!(reset[1].content.ends_with("Question: Who?\n"));
+    // A turn with neither tag ends the episode with reward 0.
+    let s = e.step("I am not sure.").unwrap();
+    assert!(s.done && s.reward == 0.0, "{:?}", s.metadata);
+
+    // ~500 generated tokens per turn: a tag after the 500th (approximate) token never counts.
+    let mut e = env(train.clone());
+    let filler = "x".repeat(500 * 4);
+    let s = e
+        .step(&format!("{filler}<answer>Ann Lee</answer>"))
+        .unwrap();
+    assert!(s.done && s.reward == 0.0, "a cut action has no answer");
+    assert_eq!(s.metadata["action_truncated"], true);
+    let mut e = env(train.clone());
+    // Exactly 500 approximate tokens (2,000 characters) including the answer: accepted.
+    let tag = "<answer>Ann Lee</answer>";
+    let short = "x".repeat(500 * 4 - tag.len());
+    let s = e.step(&format!("{short}{tag}")).unwrap();
+    assert_eq!(s.reward, 1.0, "an answer inside the budget counts");
+    assert!(!s.metadata.contains_key("action_truncated"));
+
+    // The context budget: a conversation that would exceed it ends with reward 0.
+    let small = SearchEnvConfig {
+        max_context_tokens: Some(400),
+        ..train.clone()
+    };
+    let mut e = env(small);
+    let prompt_tokens: usize = e
+        .reset()
+        .unwrap()
+        .iter()
+        .map(|m| ApproxTokenCounter.count(&m.content))
+        .sum();
+    assert!(prompt_tokens < 400, "{prompt_tokens}");
+    let mut ended = None;
+    for turn in 1..=10 {
+        let s = e.step("<search>ann</search>").unwrap();
+        if s.done {
+            ended = Some((turn, s));
+            break;
+        }
+        assert!(s.metadata["context_tokens"].as_u64().unwrap() <= 400);
+    }
+    let (turn, s) = ended.expect("the budget ends the episode before the turn cap");
+    assert!(turn < 10);
+    assert_eq!(s.reward, 0.0);
+    assert_eq!(s.metadata["reason"], "context token budget exceeded");
+
+    // Evaluation stage: 20 turns, a 32,768-token budget.
+    let eval = preset.search(Stage::Eval).unwrap();
+    assert_eq!(eval.max_turns, 20);
+    assert_eq!(eval.max_context_tokens, Some(32768));
+    // Out-of-range budgets are clear errors.
+    let bad = SearchEnvConfig {
+        max_action_tokens: Some(0),
+        ..SearchEnvConfig::default()
+    };
+    let err = bad.validate().unwrap_err().to_string();
+    assert!(err.contains("max_action_tokens must be in 1..="), "{err}");
+}
+
+/// Without a preset the environment is exactly as before: no budget metadata, no system message.
+#[test]
+fn default_config_has_no_budgets() {
+    let c = SearchEnvConfig::default();
+    assert_eq!((c.max_action_tokens, c.max_context_tokens), (None, None));
+    let json = serde_json::to_value(&c).unwrap();
+    assert!(json.get("max_action_tokens").is_none());
+    let mut e = env(c);
+    let s = e.step("<search>a</search>").unwrap();
+    assert!(!s.metadata.contains_key("context_tokens"));
+    assert!(!s.metadata.contains_key("action_truncated"));
+}

@@ -33,6 +33,8 @@ struct Script {
     injected_failures: AtomicUsize,
     /// Requests already failed once.
     failed: std::sync::Mutex<std::collections::HashSet<String>>,
+    /// The last request body.
+    last: std::sync::Mutex<Option<Value>>,
 }
 
 fn read_request(stream: &mut TcpStream) -> Option<Value> {
@@ -77,10 +79,13 @@ fn handle(script: &Script, mut stream: TcpStream) {
         return respond(&mut stream, "400 Bad Request", "{}");
     };
     script.requests.fetch_add(1, Ordering::Relaxed);
+    *script.last.lock().unwrap() = Some(request.clone());
     assert_eq!(request["stop"], json!(["</search>", "</answer>"]));
     assert_eq!(request["model"], "scripted");
     let messages = request["messages"].as_array().unwrap();
-    let prompt = messages[0]["content"].as_str().unwrap();
+    // An environment preset may open with a system message.
+    let system = usize::from(messages[0]["role"] == "system");
+    let prompt = messages[system]["content"].as_str().unwrap();
     let question = prompt
         .rsplit_once("Question: ")
         .map(|(_, q)| q.trim_end_matches('\n'))
@@ -104,7 +109,7 @@ fn handle(script: &Script, mut stream: TcpStream) {
     // Observations come back as user messages after each assistant turn.
     assert_eq!(
         messages.len(),
-        1 + 2 * turn,
+        system + 1 + 2 * turn,
         "prompt, then (assistant, user) pairs"
     );
     let action = match script.policy {
@@ -231,6 +236,7 @@ fn eval_end_to_end_oracle_one_garbage_zero() {
         requests: AtomicUsize::new(0),
         injected_failures: AtomicUsize::new(0),
         failed: Default::default(),
+        last: Default::default(),
     });
     let url = serve(script.clone());
     let cache = dir.path().join("llm-cache");
@@ -312,7 +318,10 @@ fn eval_end_to_end_oracle_one_garbage_zero() {
             text.trim_start().starts_with("<svg") && text.trim_end().ends_with("</svg>"),
             "{svg}"
         );
-        assert!(html.contains(&format!("<img src=\"{svg}\"")), "{svg} shown");
+        assert!(
+            html.contains(&format!("<img class=\"figure\" src=\"{svg}\"")),
+            "{svg} shown"
+        );
     }
     assert!(
         std::fs::read_to_string(out.join("searches_by_hops.svg"))
@@ -346,6 +355,7 @@ fn eval_end_to_end_oracle_one_garbage_zero() {
         requests: AtomicUsize::new(0),
         injected_failures: AtomicUsize::new(0),
         failed: Default::default(),
+        last: Default::default(),
     });
     let url = serve(script);
     let (o, out) = eval(
@@ -421,4 +431,485 @@ fn stop_strings_and_urls() {
         completions_url("https://x/api/chat/completions"),
         "https://x/api/chat/completions"
     );
+}
+
+fn record(
+    id: usize,
+    difficulty: u32,
+    f1: f64,
+    searches: usize,
+) -> rulegym::env::eval::EpisodeRecord {
+    rulegym::env::eval::EpisodeRecord {
+        id: format!("q{id}"),
+        family: "hops".into(),
+        hops: difficulty as usize,
+        difficulty,
+        split: "val".into(),
+        answers: vec!["Ann Lee".into()],
+        messages: Vec::new(),
+        f1,
+        em: f1,
+        precision: f1,
+        recall: f1,
+        token_f1: Some(f1),
+        answer: Some("Ann Lee".into()),
+        searches,
+        oracle_searches: difficulty as usize,
+        turns: searches + 1,
+        gold_retrieved: true,
+        end: "answer".into(),
+        error: None,
+    }
+}
+
+fn run_info(label: &str, people: usize) -> rulegym::env::eval::RunInfo {
+    rulegym::env::eval::RunInfo {
+        label: label.into(),
+        temperature: 1.0,
+        top_p: Some(1.0),
+        max_tokens: 500,
+        top_k: 3,
+        end_on_invalid: true,
+        max_action_tokens: Some(500),
+        max_context_tokens: Some(32768),
+        token_counter: "approx-chars/4".into(),
+        universe_people: people,
+        ..Default::default()
+    }
+}
+
+/// A minimal JSON Schema check (type, const, required, properties, additionalProperties: false,
+/// items, $ref to #/$defs): enough for rulegym's report schemas, strict on unknown fields.
+fn check_schema(value: &Value, schema: &Value, root: &Value, path: &str) {
+    if let Some(r) = schema.get("$ref").and_then(Value::as_str) {
+        let name = r.strip_prefix("#/$defs/").unwrap();
+        return check_schema(value, &root["$defs"][name], root, path);
+    }
+    if let Some(c) = schema.get("const") {
+        assert_eq!(value, c, "{path}");
+    }
+    if let Some(t) = schema.get("type") {
+        let types: Vec<&str> = match t {
+            Value::String(s) => vec![s.as_str()],
+            Value::Array(a) => a.iter().filter_map(Value::as_str).collect(),
+            _ => panic!("bad type at {path}"),
+        };
+        let ok = types.iter().any(|t| match *t {
+            "object" => value.is_object(),
+            "array" => value.is_array(),
+            "string" => value.is_string(),
+            "number" => value.is_number(),
+            "integer" => value.is_u64() || value.is_i64(),
+            "boolean" => value.is_boolean(),
+            "null" => value.is_null(),
+            _ => false,
+        });
+        assert!(ok, "{path}: {value} is not {types:?}");
+    }
+    if let Some(obj) = value.as_object() {
+        let props = schema["properties"].as_object();
+        for req in schema["required"].as_array().into_iter().flatten() {
+            assert!(
+                obj.contains_key(req.as_str().unwrap()),
+                "{path}: missing {req}"
+            );
+        }
+        for (k, v) in obj {
+            let sub = props.and_then(|p| p.get(k));
+            match sub {
+                Some(sub) => check_schema(v, sub, root, &format!("{path}.{k}")),
+                None => assert!(
+                    schema.get("additionalProperties") != Some(&Value::Bool(false)),
+                    "{path}: {k} is not in the schema"
+                ),
+            }
+        }
+    }
+    if let (Some(items), Some(arr)) = (schema.get("items"), value.as_array()) {
+        for (i, v) in arr.iter().enumerate() {
+            check_schema(v, items, root, &format!("{path}[{i}]"));
+        }
+    }
+}
+
+/// Opens `page` in headless Chromium and returns the `data-figures-rendered` mark its script
+/// sets once every image has loaded; `None` (with a loud SKIPPED line) when no chromium is
+/// installed (scripts/apt-packages.txt installs it).
+fn rendered_in_chromium(page: &Path) -> Option<String> {
+    let browser = ["chromium", "chromium-browser", "google-chrome"]
+        .into_iter()
+        .find(|b| {
+            std::process::Command::new(b)
+                .arg("--version")
+                .output()
+                .is_ok_and(|o| o.status.success())
+        });
+    let Some(browser) = browser else {
+        eprintln!("SKIPPED: browser rendering check (no chromium; apt-get install chromium)");
+        return None;
+    };
+    let profile = tempfile::tempdir().unwrap();
+    let out = std::process::Command::new(browser)
+        .args([
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--disable-dev-shm-usage",
+            "--allow-file-access-from-files",
+            "--virtual-time-budget=10000",
+        ])
+        .arg(format!("--user-data-dir={}", profile.path().display()))
+        .arg("--dump-dom")
+        .arg(format!("file://{}", page.canonicalize().unwrap().display()))
+        .output()
+        .unwrap();
+    let dom = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(
+        out.status.success(),
+        "chromium failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let mark = dom
+        .split("data-figures-rendered=\"")
+        .nth(1)
+        .and_then(|s| s.split('"').next())
+        .unwrap_or_else(|| panic!("no render mark in the DOM:\n{dom}"));
+    Some(mark.to_owned())
+}
+
+/// Standard errors by hand, the comparison over seeds and universe sizes, the versioned JSON
+/// schemas, deterministic bytes, and every figure rendered by a real browser.
+#[test]
+fn eval_report_errors_comparison_schema_and_browser() {
+    use rulegym::env::eval::{
+        REPORT_SCHEMA_VERSION, compare, report, write_comparison, write_outputs,
+    };
+    let dir = tempfile::tempdir().unwrap();
+    // Run a: difficulty 1 -> F1 {1, 0, 1, 1}, difficulty 2 -> {0, 1}; searches 1 / 3.
+    let a: Vec<_> = [(1, 1.0), (1, 0.0), (1, 1.0), (1, 1.0), (2, 0.0), (2, 1.0)]
+        .iter()
+        .enumerate()
+        .map(|(i, &(d, f))| record(i, d, f, if d == 1 { 1 } else { 3 }))
+        .collect();
+    let ra = report(&a, "m", "http://x/v1", 20, run_info("a", 1029));
+    assert_eq!(ra.schema_version, REPORT_SCHEMA_VERSION);
+    // Overall F1 = 4/6; sample sd = sqrt(((1/3)^2 * 4 + (2/3)^2 * 2) / 5) = sqrt(4/15); SE = that / sqrt(6).
+    assert!((ra.overall.f1 - 4.0 / 6.0).abs() < 1e-12);
+    let se = (4.0f64 / 15.0).sqrt() / 6f64.sqrt();
+    assert!(
+        (ra.overall.f1_se - se).abs() < 1e-12,
+        "{}",
+        ra.overall.f1_se
+    );
+    assert_eq!(ra.overall.token_f1, Some(ra.overall.f1));
+    let d1 = &ra.by_difficulty[0];
+    assert_eq!((d1.key.as_str(), d1.n, d1.searches_se), ("1", 4, 0.0));
+    // Runs b (same group, another seed) and c (a 10K universe).
+    let b: Vec<_> = (0..6)
+        .map(|i| record(i, 1 + (i as u32 % 2), 0.5, 2))
+        .collect();
+    let rb = report(&b, "m", "http://x/v1", 20, run_info("b", 1029));
+    let rc = report(&b, "m", "http://x/v1", 20, run_info("c", 10344));
+    let runs = [
+        ("qwen".into(), ra.clone()),
+        ("qwen".into(), rb.clone()),
+        ("llama".into(), rc.clone()),
+    ];
+    let comparison = compare(&runs, Some("llama")).unwrap();
+    assert!(compare(&runs, None).unwrap().gaps.is_empty());
+    let err = compare(&runs, Some("phi")).unwrap_err().to_string();
+    assert!(err.contains("groups: qwen, llama"), "{err}");
+    // The gap qwen - llama: run means (4/6, 1/2) against 1/2; SE from qwen's seeds and
+    // llama's questions (one run).
+    let gap = &comparison.gaps[0];
+    assert_eq!(
+        (gap.group.as_str(), gap.baseline.as_str()),
+        ("qwen", "llama")
+    );
+    assert!((gap.overall.f1_gap - ((4.0 / 6.0 + 0.5) / 2.0 - 0.5)).abs() < 1e-12);
+    let (qwen, llama) = (&comparison.groups[0].overall, &comparison.groups[1].overall);
+    assert!(
+        (gap.overall.f1_gap_se - (qwen.f1_se_seeds.powi(2) + llama.f1_se_questions.powi(2)).sqrt())
+            .abs()
+            < 1e-12
+    );
+    assert_eq!(gap.by_difficulty.len(), 2);
+    let g = &comparison.groups[0];
+    assert_eq!(
+        (g.group.as_str(), g.overall.runs, g.overall.n),
+        ("qwen", 2, 12)
+    );
+    // Mean of run means (4/6 and 1/2), SE over seeds = |difference| / 2.
+    assert!((g.overall.f1 - (4.0 / 6.0 + 0.5) / 2.0).abs() < 1e-12);
+    assert!((g.overall.f1_se_seeds - (4.0 / 6.0 - 0.5) / 2.0).abs() < 1e-12);
+    // Pooled over the 12 questions: values {1,0,1,1,0,1} and six 0.5s.
+    let pooled: Vec<f64> = a.iter().chain(&b).map(|r| r.f1).collect();
+    let (_, pooled_se) = rulegym::env::eval::mean_se(&pooled);
+    assert!((g.overall.f1_se_questions - pooled_se).abs() < 1e-12);
+    let sizes: Vec<usize> = comparison
+        .by_universe
+        .iter()
+        .map(|u| u.universe_people)
+        .collect();
+    assert_eq!(sizes, [1029, 10344]);
+    assert!(compare(&[], None).is_err());
+
+    // Outputs, twice: the same bytes.
+    let out = dir.path().join("run-a");
+    write_outputs(&out, &a, &ra).unwrap();
+    let cmp = dir.path().join("cmp");
+    write_comparison(&cmp, &comparison).unwrap();
+    let again = dir.path().join("cmp2");
+    write_comparison(&again, &comparison).unwrap();
+    for f in [
+        "comparison.json",
+        "search_scaling.svg",
+        "universe_size.svg",
+        "comparison.html",
+    ] {
+        assert_eq!(
+            std::fs::read(cmp.join(f)).unwrap(),
+            std::fs::read(again.join(f)).unwrap(),
+            "{f} deterministic"
+        );
+    }
+    // The versioned schemas accept exactly what is written.
+    let schemas = Path::new(env!("CARGO_MANIFEST_DIR")).join("schemas");
+    for (file, schema) in [
+        (out.join("report.json"), "eval-report.schema.json"),
+        (cmp.join("comparison.json"), "eval-comparison.schema.json"),
+    ] {
+        let value: Value = serde_json::from_slice(&std::fs::read(&file).unwrap()).unwrap();
+        let schema: Value =
+            serde_json::from_slice(&std::fs::read(schemas.join(schema)).unwrap()).unwrap();
+        assert_eq!(
+            schema["properties"]["schema_version"]["const"],
+            json!(REPORT_SCHEMA_VERSION)
+        );
+        check_schema(&value, &schema, &schema, "$");
+    }
+    let svg = std::fs::read_to_string(cmp.join("search_scaling.svg")).unwrap();
+    assert!(
+        svg.contains("qwen (2 runs)") && svg.contains("llama (1 run)"),
+        "legend"
+    );
+    assert!(svg.contains("<polygon"), "error bands drawn");
+    let svg = std::fs::read_to_string(cmp.join("universe_size.svg")).unwrap();
+    assert!(svg.contains("1029 people") && svg.contains("10344 people"));
+
+    // The CLI writes the same comparison from the report files; bad specs are errors.
+    let run_b = dir.path().join("run-b");
+    write_outputs(&run_b, &b, &rb).unwrap();
+    let run_c = dir.path().join("run-c");
+    write_outputs(&run_c, &b, &rc).unwrap();
+    let cli_cmp = dir.path().join("cli-cmp");
+    let arg = |g: &str, d: &Path| format!("{g}={}", d.display());
+    let o = rulegym(
+        &[
+            "eval-compare",
+            "--run",
+            &arg("qwen", &out),
+            "--run",
+            &arg("qwen", &run_b),
+            "--run",
+            &arg("llama", &run_c),
+            "--baseline",
+            "llama",
+        ],
+        &[("--out", &cli_cmp)],
+    );
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let stdout = String::from_utf8_lossy(&o.stdout);
+    assert!(stdout.contains("qwen: 2 run(s)"), "{stdout}");
+    assert!(stdout.contains("qwen - llama: F1 gap +0.083"), "{stdout}");
+    for f in [
+        "comparison.json",
+        "search_scaling.svg",
+        "universe_size.svg",
+        "comparison.html",
+    ] {
+        assert_eq!(
+            std::fs::read(cli_cmp.join(f)).unwrap(),
+            std::fs::read(cmp.join(f)).unwrap(),
+            "{f}: CLI and library agree"
+        );
+    }
+    for (spec, expect) in [
+        ("no-equals-sign".to_owned(), "expected GROUP=DIR"),
+        (format!("={}", out.display()), "the group name is empty"),
+        (
+            "g=/nonexistent/run".to_owned(),
+            "reading /nonexistent/run/report.json",
+        ),
+    ] {
+        let o = rulegym(&["eval-compare", "--run", &spec], &[("--out", &cli_cmp)]);
+        assert!(!o.status.success(), "{spec}");
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(err.contains(expect), "{spec}: {err}");
+    }
+    // tools play: a preset without tool-use settings is an error naming those that have some.
+    let o = rulegym(
+        &[
+            "tools",
+            "play",
+            "--preset",
+            "phantomenvs",
+            "--endpoint",
+            "http://127.0.0.1:9/v1",
+            "--model",
+            "m",
+        ],
+        &[
+            ("--tasks", &dir.path().join("none.jsonl")),
+            ("--out", &dir.path().join("play")),
+        ],
+    );
+    assert!(!o.status.success());
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains("presets with some: synthagent"), "{err}");
+
+    // A real browser renders every figure of both pages.
+    let html = std::fs::read_to_string(out.join("report.html")).unwrap();
+    let figures = html.matches("<img class=\"figure\"").count();
+    assert_eq!(figures, 5);
+    if let Some(mark) = rendered_in_chromium(&out.join("report.html")) {
+        assert_eq!(mark, "5/5");
+        assert_eq!(
+            rendered_in_chromium(&cmp.join("comparison.html")).unwrap(),
+            "2/2"
+        );
+        // A broken figure is caught: the check is not vacuous.
+        std::fs::write(cmp.join("universe_size.svg"), "not an svg").unwrap();
+        assert_eq!(
+            rendered_in_chromium(&cmp.join("comparison.html")).unwrap(),
+            "1/2"
+        );
+    }
+}
+
+/// `eval --preset phantomenvs --sampling-preset llama`: the paper's system message and prompt
+/// reach the endpoint with the family's temperature and top-p, the per-turn cap as max_tokens,
+/// the 20-turn evaluation cap and the 32,768-token budget; a tag-less turn ends the episode;
+/// --top-p overrides the family; token F1 is reported; out-of-range values and unknown presets
+/// are errors naming the valid choices.
+#[test]
+fn eval_presets_sampling_and_bad_input() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let index = dir.path().join("index.bin");
+    cli::generate_small(&data);
+    let o = rulegym(
+        &["index"],
+        &[
+            ("--corpus", &data.join("articles.jsonl")),
+            ("--out", &index),
+        ],
+    );
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let script = Arc::new(Script {
+        policy: Policy::Garbage,
+        oracle: HashMap::new(),
+        requests: AtomicUsize::new(0),
+        injected_failures: AtomicUsize::new(0),
+        failed: Default::default(),
+        last: Default::default(),
+    });
+    let url = serve(script.clone());
+    let (o, out) = eval(
+        dir.path(),
+        &data,
+        &index,
+        &url,
+        "preset",
+        &[
+            "--preset",
+            "phantomenvs",
+            "--sampling-preset",
+            "llama",
+            "--token-f1",
+            "--limit",
+            "6",
+            "--label",
+            "llama-run",
+        ],
+    );
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let request = script.last.lock().unwrap().clone().unwrap();
+    assert_eq!(request["temperature"], 0.6);
+    assert_eq!(request["top_p"], 0.9);
+    assert_eq!(request["max_tokens"], 500);
+    assert_eq!(request["messages"][0]["role"], "system");
+    assert!(
+        request["messages"][0]["content"]
+            .as_str()
+            .unwrap()
+            .contains("helpful and harmless")
+    );
+    let (report, lines) = read_report(&out);
+    assert_eq!(report.max_turns, 20);
+    assert_eq!(report.run.label, "llama-run");
+    assert_eq!(report.run.env_preset.as_deref(), Some("phantomenvs"));
+    assert_eq!(report.run.stage.as_deref(), Some("eval"));
+    assert_eq!(report.run.max_context_tokens, Some(32768));
+    assert_eq!(report.run.token_counter, "approx-chars/4");
+    assert!(report.run.universe_people > 0);
+    assert_eq!(report.overall.token_f1, Some(0.0));
+    assert_eq!(lines.len(), 6);
+    for l in &lines {
+        // Garbage answers wrongly or writes no tags; without tags the preset ends the episode
+        // at once (the default would retry until the turn cap).
+        assert_eq!(l["turns"], 1, "{l}");
+        assert!(l["token_f1"].is_number());
+    }
+    // --top-p overrides the family's.
+    let (o, _) = eval(
+        dir.path(),
+        &data,
+        &index,
+        &url,
+        "top-p",
+        &["--sampling-preset", "phi", "--top-p", "0.5", "--limit", "1"],
+    );
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let request = script.last.lock().unwrap().clone().unwrap();
+    assert_eq!(
+        (request["temperature"].as_f64(), request["top_p"].as_f64()),
+        (Some(0.8), Some(0.5))
+    );
+    assert_eq!(request["max_tokens"], 1024, "no preset: the old default");
+    assert_eq!(
+        request["messages"][0]["role"], "user",
+        "no preset: no system message"
+    );
+
+    for (args, expect) in [
+        (
+            vec!["--sampling-preset", "gpt"],
+            "unknown sampling preset \"gpt\" (valid: llama, phi, qwen)",
+        ),
+        (vec!["--top-p", "1.5"], "top_p must be in (0, 1], got 1.5"),
+        (vec!["--top-p", "0"], "top_p must be in (0, 1]"),
+        (
+            vec!["--temperature", "3"],
+            "temperature must be in [0, 2], got 3",
+        ),
+        (
+            vec!["--max-tokens", "0"],
+            "max_tokens (per turn) must be at least 1",
+        ),
+        (vec!["--preset", "nope"], "valid: phantomenvs, synthagent"),
+        (
+            vec!["--preset", "phantomenvs", "--stage", "dev"],
+            "valid: train, eval",
+        ),
+        (
+            vec!["--max-context-tokens", "0"],
+            "max_context_tokens must be in 1..=",
+        ),
+    ] {
+        let (o, _) = eval(dir.path(), &data, &index, &url, "bad", &args);
+        assert!(!o.status.success(), "{args:?}");
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(err.contains(expect), "{args:?}: {err}");
+    }
 }

@@ -156,3 +156,139 @@ fn export_verl_and_skyrl_rows_read_back() {
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("unknown export format"));
 }
+
+/// `export --preset phantomenvs` carries the paper's system message and prompt; `--prompt` and
+/// `--system-prompt` replace them; an unknown preset or stage is an error naming the valid ones;
+/// a preset without search settings says which presets have some.
+#[test]
+fn export_preset_and_prompt_files() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let questions = generate(&data);
+    let export_with = |name: &str, extra: &[&str]| -> Vec<Value> {
+        let out = dir.path().join(format!("{name}.jsonl"));
+        cli::run_ok(
+            cli::rulegym()
+                .args(["export", "--format", "skyrl", "--dataset"])
+                .arg(&data)
+                .arg("--out")
+                .arg(&out)
+                .args(extra),
+        );
+        read_jsonl(&out).unwrap()
+    };
+    let plain = export_with("plain", &[]);
+    assert_eq!(
+        plain[0]["prompt"].as_array().unwrap().len(),
+        1,
+        "no system message by default"
+    );
+    let pe = export_with("pe", &["--preset", "phantomenvs"]);
+    assert_eq!(pe.len(), questions.len());
+    let prompt = pe[0]["prompt"].as_array().unwrap();
+    assert_eq!(prompt[0]["role"], "system");
+    assert!(
+        prompt[0]["content"]
+            .as_str()
+            .unwrap()
+            .contains("helpful and harmless")
+    );
+    let user = prompt[1]["content"].as_str().unwrap();
+    assert!(user.contains("sub-questions"));
+    assert!(user.contains(&questions[0].question));
+    let pe_eval = export_with("pe-eval", &["--preset", "phantomenvs", "--stage", "eval"]);
+    assert_eq!(
+        pe_eval[0]["prompt"], pe[0]["prompt"],
+        "same prompt at both stages"
+    );
+    // The environment configuration travels with the rows (rulegym.skyrl.SearchEnv reads it):
+    // the termination rule, the stage's turn cap and budgets; default rows have no such field.
+    assert!(plain[0]["extra_info"].get("env_config").is_none());
+    for (rows, turns, context) in [(&pe, 10, 8192), (&pe_eval, 20, 32768)] {
+        let config: Value =
+            serde_json::from_str(rows[0]["extra_info"]["env_config"].as_str().unwrap()).unwrap();
+        assert_eq!(config["end_on_invalid"], true);
+        assert_eq!(config["max_turns"], turns);
+        assert_eq!(config["max_context_tokens"], context);
+        assert_eq!(config["max_action_tokens"], 500);
+    }
+    // The parquet file holds the same rows (the schema gains extra_info.env_config).
+    let pq = dir.path().join("pe.parquet");
+    cli::run_ok(
+        cli::rulegym()
+            .args([
+                "export",
+                "--format",
+                "skyrl",
+                "--preset",
+                "phantomenvs",
+                "--dataset",
+            ])
+            .arg(&data)
+            .arg("--out")
+            .arg(&pq),
+    );
+    assert_eq!(read_parquet_json(&pq).unwrap(), pe);
+
+    let prompt_file = dir.path().join("prompt.txt");
+    std::fs::write(&prompt_file, "Q: {question}\nA:").unwrap();
+    let system_file = dir.path().join("system.txt");
+    std::fs::write(&system_file, "Be brief.").unwrap();
+    let custom = export_with(
+        "custom",
+        &[
+            "--preset",
+            "phantomenvs",
+            "--prompt",
+            prompt_file.to_str().unwrap(),
+            "--system-prompt",
+            system_file.to_str().unwrap(),
+        ],
+    );
+    let prompt = custom[0]["prompt"].as_array().unwrap();
+    assert_eq!(prompt[0]["content"], "Be brief.");
+    assert_eq!(
+        prompt[1]["content"].as_str().unwrap(),
+        format!("Q: {}\nA:", questions[0].question)
+    );
+
+    for (args, expect) in [
+        (
+            vec!["--preset", "phantom"],
+            "unknown environment preset \"phantom\" (valid: phantomenvs, synthagent)",
+        ),
+        (
+            vec!["--preset", "phantomenvs", "--stage", "test"],
+            "unknown stage \"test\" (valid: train, eval)",
+        ),
+        (
+            vec!["--preset", "synthagent"],
+            "has no search-environment settings (presets with some: phantomenvs)",
+        ),
+    ] {
+        let out = cli::run(
+            cli::rulegym()
+                .args(["export", "--format", "verl", "--dataset"])
+                .arg(&data)
+                .arg("--out")
+                .arg(dir.path().join("bad.jsonl"))
+                .args(&args),
+        );
+        assert!(!out.status.success(), "{args:?}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains(expect), "{args:?}: {err}");
+    }
+    let bad_prompt = dir.path().join("bad-prompt.txt");
+    std::fs::write(&bad_prompt, "no placeholder").unwrap();
+    let out = cli::run(
+        cli::rulegym()
+            .args(["export", "--format", "verl", "--dataset"])
+            .arg(&data)
+            .arg("--out")
+            .arg(dir.path().join("bad.jsonl"))
+            .arg("--prompt")
+            .arg(&bad_prompt),
+    );
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("{question}"));
+}

@@ -452,6 +452,7 @@ fn clean_personas_become_tasks_that_run_and_every_fault_is_dropped_with_its_reas
     let env_config = ToolEnvConfig {
         max_turns: 16,
         protocol: Protocol::OpenAi,
+        ..ToolEnvConfig::default()
     };
     let mut env = ToolEnv::new(
         world.clone(),

@@ -333,6 +333,7 @@ fn env(protocol: Protocol) -> ToolEnv {
         ToolEnvConfig {
             max_turns: 8,
             protocol,
+            ..ToolEnvConfig::default()
         },
     )
 }
@@ -344,6 +345,89 @@ const HERMES_GOOD: &[&str] = &[
     "<tool_call>{\"name\": \"book_flight\", \"arguments\": {\"flight_id\": \"OS123\", \"date\": \"2024-06-03\"}}</tool_call>",
     "<answer>Your flight OS123 is booked.</answer>",
 ];
+
+fn env_with(config: ToolEnvConfig) -> ToolEnv {
+    let w = world();
+    let sim = Arc::new(
+        MappingSimulator::new(
+            "trip",
+            None,
+            Some(flight_backend() as Arc<dyn LlmBackend>),
+            MappingConfig::default(),
+        )
+        .unwrap(),
+    );
+    ToolEnv::new(
+        w.clone(),
+        Some(sim),
+        Box::new(RuleUser::new(&w.task)),
+        scorer(),
+        config,
+    )
+}
+
+/// The synthagent preset: Hermes protocol, 16 turns, 13,000 response tokens per episode; the
+/// good episode fits, and a budget it exceeds ends it with reason `response_budget`.
+#[test]
+fn synthagent_preset_and_response_budget() {
+    use rulegym::env::tokens::{ApproxTokenCounter, TokenCounter};
+    use rulegym::preset::{EnvPreset, Stage};
+    let config = EnvPreset::named("synthagent")
+        .unwrap()
+        .tooluse(Stage::Train)
+        .unwrap();
+    assert_eq!(
+        (
+            config.max_turns,
+            config.protocol,
+            config.max_response_tokens
+        ),
+        (16, Protocol::Hermes, Some(13000))
+    );
+    let mut e = env_with(config.clone());
+    let mut last = None;
+    for turn in HERMES_GOOD {
+        last = Some(e.step(turn).unwrap());
+    }
+    let s = last.unwrap();
+    assert!(s.done);
+    assert_eq!(
+        (s.reward, s.metadata["reason"].as_str()),
+        (1.0, Some("answer"))
+    );
+    let used: usize = HERMES_GOOD
+        .iter()
+        .map(|t| ApproxTokenCounter.count(t))
+        .sum();
+    assert_eq!(s.metadata["response_tokens"], used);
+    // A budget smaller than the first three turns: the third ends the episode, unscored turns
+    // are not acted on.
+    let first_two: usize = HERMES_GOOD[..2]
+        .iter()
+        .map(|t| ApproxTokenCounter.count(t))
+        .sum();
+    let mut e = env_with(ToolEnvConfig {
+        max_response_tokens: Some(first_two as u32),
+        ..config
+    });
+    assert!(!e.step(HERMES_GOOD[0]).unwrap().done);
+    assert!(!e.step(HERMES_GOOD[1]).unwrap().done);
+    let s = e.step(HERMES_GOOD[2]).unwrap();
+    assert!(s.done);
+    assert_eq!(s.metadata["reason"], "response_budget");
+    assert!(s.reward < 1.0);
+    // Out of range: an error naming the knob.
+    let bad = ToolEnvConfig {
+        max_response_tokens: Some(0),
+        ..ToolEnvConfig::default()
+    };
+    assert!(
+        bad.validate()
+            .unwrap_err()
+            .to_string()
+            .contains("max_response_tokens")
+    );
+}
 
 #[test]
 fn hermes_episode_routes_turns_and_scores_one() {

@@ -397,3 +397,58 @@ fn verl_visible_schema_folds_what_verl_drops() {
         "parameters": {"type": "object", "properties": {"x": {"type": "string"}}, "required": ["x"]}}});
     assert_eq!(verl_visible_schema(&plain), plain);
 }
+
+/// `export --tasks --preset synthagent`: SynthAgent's 16 turns, which is rulegym's default, so
+/// the files are byte-identical to a plain export; a preset without tool-use settings is an
+/// error naming the presets that have some.
+#[test]
+fn task_export_with_the_synthagent_preset() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = tasks_file(dir.path(), 3);
+    let plain = dir.path().join("plain/train.parquet");
+    let preset = dir.path().join("preset/train.parquet");
+    for (out, extra) in [(&plain, vec![]), (&preset, vec!["--preset", "synthagent"])] {
+        let mut args = vec![
+            "export",
+            "--tasks",
+            file.to_str().unwrap(),
+            "--format",
+            "verl",
+            "--out",
+            out.to_str().unwrap(),
+        ];
+        args.extend(extra);
+        cli(&args);
+    }
+    assert_eq!(
+        yaml(&interaction_config_path(&preset))["interaction"][0]["config"]["max_turns"],
+        16
+    );
+    for name in [
+        "train.parquet",
+        "train_tool_config.yaml",
+        "train_interaction_config.yaml",
+    ] {
+        let a = std::fs::read(plain.with_file_name(name)).unwrap();
+        let b = std::fs::read(preset.with_file_name(name)).unwrap();
+        assert_eq!(a, b, "{name}");
+    }
+    let out = Command::new(env!("CARGO_BIN_EXE_rulegym"))
+        .args([
+            "export",
+            "--tasks",
+            file.to_str().unwrap(),
+            "--format",
+            "verl",
+        ])
+        .args(["--preset", "phantomenvs"])
+        .args(["--out", dir.path().join("x.parquet").to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("no tool-use environment settings (presets with some: synthagent)"),
+        "{stderr}"
+    );
+}

@@ -4,9 +4,7 @@
 use crate::Result;
 use crate::llm::openai::{OpenAiBackend, OpenAiConfig};
 use crate::llm::{CacheMode, CachedBackend, ChatMessage, LlmBackend};
-use crate::tooluse::env::{
-    Protocol, ToolEnv, ToolEnvConfig, play_episode, trajectory_from_messages,
-};
+use crate::tooluse::env::{ToolEnv, ToolEnvConfig, play_episode, trajectory_from_messages};
 use crate::tooluse::rubric::{RewardVariant, RubricScorer, ScoreConfig};
 use crate::tooluse::simulator::{MappingConfig, MappingSimulator};
 use crate::tooluse::task::{TaskError, ValidateOptions, load_tasks};
@@ -70,9 +68,17 @@ pub struct PlayArgs {
     /// Output directory (trajectories.jsonl, mappings/, llm-cache/).
     #[arg(long)]
     out: PathBuf,
-    /// Wire protocol: openai (tool_calls) or hermes (<tool_call> text).
-    #[arg(long, default_value = "openai")]
-    protocol: String,
+    /// An environment preset (`presets/env/<name>.json`): synthagent (Hermes protocol, 16
+    /// turns, 13,000 response tokens per episode). --protocol and --max-turns override it.
+    #[arg(long)]
+    preset: Option<String>,
+    /// The preset's stage: eval (default) or train.
+    #[arg(long, default_value = "eval", requires = "preset")]
+    stage: String,
+    /// Wire protocol: openai (tool_calls) or hermes (<tool_call> text) [openai, or the
+    /// preset's].
+    #[arg(long)]
+    protocol: Option<String>,
     /// User simulator: rule (reveals slots on keywords) or llm.
     #[arg(long, default_value = "rule")]
     user: String,
@@ -85,9 +91,9 @@ pub struct PlayArgs {
     /// Name of an environment variable holding the API key.
     #[arg(long)]
     api_key_env: Option<String>,
-    /// Agent turns per episode (a task's max_turns overrides).
-    #[arg(long, default_value_t = 16)]
-    max_turns: u32,
+    /// Agent turns per episode (a task's max_turns overrides) [16, or the preset's].
+    #[arg(long)]
+    max_turns: Option<u32>,
     /// Agent sampling temperature.
     #[arg(long, default_value_t = 0.0)]
     temperature: f64,
@@ -165,12 +171,20 @@ fn score(args: ScoreArgs) -> Result<()> {
 }
 
 fn play(args: PlayArgs) -> Result<()> {
-    let protocol: Protocol = serde_json::from_value(json!(args.protocol)).map_err(|_| {
-        crate::Error::Config(format!(
-            "unknown protocol {:?} (openai, hermes)",
-            args.protocol
-        ))
-    })?;
+    let stage: crate::preset::Stage = args.stage.parse()?;
+    let mut env_config = match &args.preset {
+        Some(name) => crate::preset::EnvPreset::named(name)?.tooluse(stage)?,
+        None => ToolEnvConfig::default(),
+    };
+    if let Some(name) = &args.protocol {
+        env_config.protocol = serde_json::from_value(json!(name)).map_err(|_| {
+            crate::Error::Config(format!("unknown protocol {name:?} (openai, hermes)"))
+        })?;
+    }
+    if let Some(t) = args.max_turns {
+        env_config.max_turns = t;
+    }
+    env_config.validate()?;
     if args.user != "rule" && args.user != "llm" {
         return Err(crate::Error::Config(format!(
             "unknown user simulator {:?} (rule, llm)",
@@ -253,10 +267,7 @@ fn play(args: PlayArgs) -> Result<()> {
                     Some(mapping),
                     user,
                     scorer.clone(),
-                    ToolEnvConfig {
-                        max_turns: args.max_turns,
-                        protocol,
-                    },
+                    env_config.clone(),
                 );
                 let episode = play_episode(
                     &mut env,
