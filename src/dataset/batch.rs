@@ -152,6 +152,11 @@ impl Batch {
         config
     }
 
+    /// Checks the build config (the same for every seed but the seeds themselves).
+    pub fn validate(&self) -> Result<()> {
+        self.config_for(*self.seeds.seeds().start()).validate()
+    }
+
     /// The directory of universe `seed` under `out`.
     pub fn dir(out: &Path, seed: u64) -> PathBuf {
         out.join(format!("seed-{seed}"))
@@ -209,9 +214,7 @@ pub struct BatchReport {
 /// Checks everything [`generate`] can check before any work: the configs, and that `out` is
 /// new (or, with `overwrite`, that every seed's directory in it may be replaced).
 pub fn check(batch: &Batch, out: &Path, overwrite: bool) -> Result<()> {
-    batch
-        .config_for(batch.seeds.seeds().next().unwrap_or(0))
-        .validate()?;
+    batch.validate()?;
     if !out.exists() {
         return Ok(());
     }
@@ -251,12 +254,7 @@ pub fn generate(
     std::thread::scope(|scope| {
         for _ in 0..workers {
             scope.spawn(|| {
-                let mut worker = Worker {
-                    batch,
-                    engine: None,
-                    loaded: 0,
-                    started: 0,
-                };
+                let mut worker = Worker::new(batch);
                 while let Some(&seed) = seeds.get(next.fetch_add(1, Ordering::Relaxed)) {
                     let result = worker.universe(seed, out, overwrite);
                     match &result {
@@ -298,15 +296,8 @@ pub fn generate(
 /// Builds every universe of `batch` in memory, in seed order, on one warm engine (for callers
 /// that write elsewhere, the bench and the tests).
 pub fn build_all(batch: &Batch) -> Result<Vec<Dataset>> {
-    batch
-        .config_for(batch.seeds.seeds().next().unwrap_or(0))
-        .validate()?;
-    let mut worker = Worker {
-        batch,
-        engine: None,
-        loaded: 0,
-        started: 0,
-    };
+    batch.validate()?;
+    let mut worker = Worker::new(batch);
     batch.seeds.seeds().map(|seed| worker.build(seed)).collect()
 }
 
@@ -320,7 +311,16 @@ struct Worker<'a> {
     started: usize,
 }
 
-impl Worker<'_> {
+impl<'a> Worker<'a> {
+    fn new(batch: &'a Batch) -> Self {
+        Worker {
+            batch,
+            engine: None,
+            loaded: 0,
+            started: 0,
+        }
+    }
+
     fn universe(&mut self, seed: u64, out: &Path, overwrite: bool) -> Result<Finished> {
         let start = Instant::now();
         let started_before = self.started;

@@ -2,6 +2,7 @@
 
 use super::eval::{Comparison, ComparisonGroup, EvalError, EvalReport, GroupStats};
 use plotters::coord::Shift;
+use plotters::coord::types::RangedCoordf64;
 use plotters::prelude::*;
 
 /// Line colours of overlaid runs, in order (then repeated).
@@ -21,6 +22,39 @@ pub struct Band {
     pub label: String,
     /// (x, mean, band half-width), ascending in x.
     pub points: Vec<(f64, f64, f64)>,
+}
+
+/// A chart on `area` over x in `lo - 0.5..hi + 0.5` (ticks labelled at integers only) and y in
+/// `0..y_max`, with its caption (text, font size) and axis descriptions (x, y) drawn.
+fn integer_x_chart<'a, 'b>(
+    area: &'a DrawingArea<SVGBackend<'b>, Shift>,
+    (caption, size): (&str, u32),
+    (lo, hi): (f64, f64),
+    y_max: f64,
+    (x_desc, y_desc): (&str, &str),
+) -> Result<ChartContext<'a, SVGBackend<'b>, Cartesian2d<RangedCoordf64, RangedCoordf64>>, String> {
+    let mut chart = ChartBuilder::on(area)
+        .caption(caption, ("sans-serif", size))
+        .margin(12)
+        .x_label_area_size(40)
+        .y_label_area_size(50)
+        .build_cartesian_2d(lo - 0.5..hi + 0.5, 0f64..y_max)
+        .map_err(|e| e.to_string())?;
+    chart
+        .configure_mesh()
+        .x_desc(x_desc)
+        .y_desc(y_desc)
+        .x_labels(2 * (hi - lo + 2.0) as usize)
+        .x_label_formatter(&|x: &f64| {
+            if (x - x.round()).abs() < 1e-9 {
+                format!("{}", x.round())
+            } else {
+                String::new()
+            }
+        })
+        .draw()
+        .map_err(|e| e.to_string())?;
+    Ok(chart)
 }
 
 /// One panel of band lines on `area`.
@@ -44,27 +78,7 @@ fn band_panel(
         .flat_map(|b| b.points.iter().map(|p| p.1 + p.2))
         .fold(1.0f64, f64::max)
         * 1.1;
-    let mut chart = ChartBuilder::on(area)
-        .caption(caption, ("sans-serif", 18))
-        .margin(12)
-        .x_label_area_size(40)
-        .y_label_area_size(50)
-        .build_cartesian_2d(lo - 0.5..hi + 0.5, 0f64..y_max)
-        .map_err(|e| e.to_string())?;
-    chart
-        .configure_mesh()
-        .x_desc(x_desc)
-        .y_desc(y_desc)
-        .x_labels(2 * (hi - lo + 2.0) as usize)
-        .x_label_formatter(&|x: &f64| {
-            if (x - x.round()).abs() < 1e-9 {
-                format!("{}", x.round())
-            } else {
-                String::new()
-            }
-        })
-        .draw()
-        .map_err(|e| e.to_string())?;
+    let mut chart = integer_x_chart(area, (caption, 18), (lo, hi), y_max, (x_desc, y_desc))?;
     for (i, band) in bands.iter().enumerate() {
         let colour = PALETTE[i % PALETTE.len()];
         let mut outline: Vec<(f64, f64)> = band
@@ -329,27 +343,14 @@ fn lines(
     {
         let root = SVGBackend::with_string(&mut svg, (640, 400)).into_drawing_area();
         root.fill(&WHITE).map_err(|e| err(e.to_string()))?;
-        let mut chart = ChartBuilder::on(&root)
-            .caption(caption, ("sans-serif", 20))
-            .margin(12)
-            .x_label_area_size(40)
-            .y_label_area_size(50)
-            .build_cartesian_2d(lo as f64 - 0.5..hi as f64 + 0.5, 0f64..y_max)
-            .map_err(|e| err(e.to_string()))?;
-        chart
-            .configure_mesh()
-            .x_desc(x_desc)
-            .y_desc(y_desc)
-            .x_labels(2 * (hi - lo + 2) as usize)
-            .x_label_formatter(&|x: &f64| {
-                if (x - x.round()).abs() < 1e-9 {
-                    format!("{}", x.round())
-                } else {
-                    String::new()
-                }
-            })
-            .draw()
-            .map_err(|e| err(e.to_string()))?;
+        let mut chart = integer_x_chart(
+            &root,
+            (caption, 20),
+            (lo as f64, hi as f64),
+            y_max,
+            (x_desc, y_desc),
+        )
+        .map_err(&err)?;
         for &(label, value, colour) in series {
             let data: Vec<(f64, f64)> = points.iter().map(|(k, g)| (*k as f64, value(g))).collect();
             chart
