@@ -1,7 +1,11 @@
-//! Tool-use rubric scoring and mapping-simulator lookups.
+//! Tool-use rubric scoring and the simulated side of the tool-use environment.
 //!
 //! `cargo bench --bench rubric`: scoring a 30-step trajectory against a 15-item rubric with a
-//! warm engine (target < 1 ms median), and an exact canonical hit of the mapping simulator.
+//! warm engine (target < 1 ms median); an exact canonical hit of the mapping simulator and a
+//! rule-user turn (microseconds); and the LLM path's own overhead: a mapping miss and an LLM-user
+//! turn answered by an OpenAI-compatible server on loopback that replies at once, so what is
+//! measured is rulegym's side (prompt, HTTP client, record cache, validation, mapping file),
+//! not a model's latency.
 
 use criterion::{Criterion, criterion_group, criterion_main};
 use rulegym::tooluse::rubric::{Event, RubricProgram, RubricScorer, ScoreConfig, Trajectory};
@@ -129,5 +133,93 @@ fn mapping(c: &mut Criterion) {
     });
 }
 
-criterion_group!(benches, bench, mapping);
+fn rule_user(c: &mut Criterion) {
+    use criterion::BatchSize;
+    use rulegym::tooluse::user::{RuleUser, UserSimulator};
+    let task = trip::trip_task();
+    c.bench_function("rule_user_turn", |b| {
+        b.iter_batched(
+            || RuleUser::new(&task),
+            |mut user| black_box(user.reply("Where are you going?").unwrap()),
+            BatchSize::SmallInput,
+        )
+    });
+}
+
+#[path = "../tests/support/openai_stub.rs"]
+mod openai_stub;
+
+/// The LLM path against an instant server: every iteration is a miss (new arguments, a new
+/// question), so it sends one request, records it and (tools) appends to the mapping file.
+fn llm_path(c: &mut Criterion) {
+    use rulegym::env::Environment;
+    use rulegym::tooluse::env::{Protocol, ToolEnvConfig};
+    use rulegym::tooluse::simulation::{Simulation, SimulationConfig};
+    use rulegym::tooluse::user::UserKind;
+    use std::sync::Arc;
+    use std::time::{Duration, Instant};
+    let (url, _) = openai_stub::serve(
+        |r| {
+            let system = r["messages"][0]["content"].as_str().unwrap_or_default();
+            let text = if system.starts_with("You simulate the tool") {
+                r#"{"response": {"flights": [{"flight_id": "OS123", "price": 120}]}}"#
+            } else {
+                "I fly to Oslo."
+            };
+            json!({"role": "assistant", "content": text})
+        },
+        0,
+    );
+    let mut task = trip::trip_task();
+    task.max_turns = None;
+    let world = Arc::new(task.compile(ValidateOptions::default()).unwrap());
+    let scorer = Arc::new(RubricScorer::new(ScoreConfig::default()).unwrap());
+    let config = ToolEnvConfig {
+        protocol: Protocol::Hermes,
+        max_turns: 1_000_000,
+        ..ToolEnvConfig::default()
+    };
+    // `per_run` misses per fresh record directory and episode (a task's mapping in the paper
+    // holds at most ~160 entries: 16 rollouts x 10 calls; an episode has at most 16 turns).
+    let mut measure = |name: &str, per_run: u64, action: &dyn Fn(u64) -> String| {
+        c.bench_function(name, |b| {
+            b.iter_custom(|iters| {
+                let mut total = Duration::ZERO;
+                let mut done = 0;
+                while done < iters {
+                    let dir = tempfile::tempdir().unwrap();
+                    let sim = Simulation::new(SimulationConfig {
+                        endpoint: Some(url.clone()),
+                        user: UserKind::Llm,
+                        dir: Some(dir.path().to_owned()),
+                        ..SimulationConfig::default()
+                    })
+                    .unwrap();
+                    let mut env = sim
+                        .env(world.clone(), scorer.clone(), config.clone())
+                        .unwrap();
+                    env.reset().unwrap();
+                    let n = per_run.min(iters - done);
+                    let start = Instant::now();
+                    for i in 0..n {
+                        black_box(env.step(&action(i)).unwrap());
+                    }
+                    total += start.elapsed();
+                    done += n;
+                }
+                total
+            })
+        });
+    };
+    measure("mapping_miss_instant_server", 100, &|i| {
+        format!(
+            r#"<tool_call>{{"name": "search_flights", "arguments": {{"destination": "City{i}", "date": "2024-06-03"}}}}</tool_call>"#
+        )
+    });
+    measure("llm_user_turn_instant_server", 16, &|i| {
+        format!("Question {i}: where are you going?")
+    });
+}
+
+criterion_group!(benches, bench, mapping, rule_user, llm_path);
 criterion_main!(benches);

@@ -52,8 +52,27 @@ class RubricScorer:
         """``{"reward", "variant", "forbidden_violated", "subgoal_fraction",
         "interaction_fraction", "items"}``."""
 
+class Simulation:
+    """The simulated side of tool-use episodes: the simulator LLM (tools the task's mapping
+    lacks, the LLM user), one mapping per task shared by every ToolEnv built with it, and the
+    record of the run (``dir/mappings/<id>.json``, ``dir/llm-cache/``)."""
+
+    def __init__(
+        self,
+        config: Optional[Dict[str, Any]] = None,
+        llm: Optional[Callable[[List[Message]], str]] = None,
+    ) -> None: ...
+    @staticmethod
+    def shared(config: Optional[Dict[str, Any]] = None) -> "Simulation":
+        """The process-wide simulation of ``config`` (one per distinct config)."""
+    @property
+    def config(self) -> Dict[str, Any]: ...
+    def mapping(self, task_id: str) -> List[Dict[str, Any]]:
+        """The task's recorded mapping entries (``tool``, ``args``, ``response``, ``same_as``?)."""
+
 class ToolEnv:
-    """One tool-use episode (state tools, simulated mapping tools, rule user, rubric reward)."""
+    """One tool-use episode (state tools, simulated mapping tools, simulated user, rubric
+    reward)."""
 
     def __init__(
         self,
@@ -61,8 +80,7 @@ class ToolEnv:
         scorer: RubricScorer,
         protocol: str = "hermes",
         max_turns: int = 16,
-        mapping_cache: Optional[_Path] = None,
-        mapping_llm: Optional[Callable[[List[Message]], str]] = None,
+        simulation: Optional[Union[Simulation, Dict[str, Any]]] = None,
     ) -> None: ...
     def reset(self) -> List[Message]: ...
     def step(self, action: str) -> Dict[str, Any]:

@@ -35,6 +35,7 @@ from typing import Any, Dict, List, Mapping, Optional, Tuple
 from skyrl_gym.envs.base_text_env import BaseTextEnv, BaseTextEnvStepOutput
 
 from rulegym import _rulegym
+from rulegym._simulation import simulation_dict
 
 #: Environment ids registered by :func:`register` (the version bumps when outputs change).
 SEARCH_ENV_ID = "rulegym-search-v1"
@@ -169,11 +170,12 @@ def _shared_scorer():
 
 class ToolEnv(BaseTextEnv):
     """A tool-use episode (rulegym's Rust ToolEnv: executed state tools, simulated mapping
-    tools, rule-based user, executable rubric reward at the end). The task comes from
+    tools, simulated user, executable rubric reward at the end). The task comes from
     ``extras["extra_info"]["task"]`` (or ``extras["task"]``), a task dict or its JSON text;
-    ``env_config`` may set ``protocol`` (``hermes`` default), ``max_turns`` and
-    ``mapping_cache`` (a mapping-simulator file; replayed, so no LLM is needed at training
-    time)."""
+    ``env_config`` may set ``protocol`` (``hermes`` default), ``max_turns`` and ``simulation``
+    (a :class:`rulegym.Simulation` config dict: the simulator LLM's ``endpoint`` and ``model``,
+    ``user`` ``rule`` or ``llm``, ``dir`` where the world is recorded; every rollout of a task
+    in this process shares the task's mapping). Default: no LLM, the rule user."""
 
     def __init__(self, env_config: Any = None, extras: Optional[Dict[str, Any]] = None):
         super().__init__()
@@ -187,7 +189,7 @@ class ToolEnv(BaseTextEnv):
             _shared_scorer(),
             str(_get(env_config, "protocol", "hermes")),
             int(max_turns),
-            _get(env_config, "mapping_cache"),
+            simulation_dict(_get(env_config, "simulation")),
         )
         self.max_turns = int(max_turns)
 

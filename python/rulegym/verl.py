@@ -58,6 +58,7 @@ from uuid import uuid4
 # Absolute, not relative: verl loads this file standalone (custom_reward_function.path), as a
 # module without a parent package.
 from rulegym import _rulegym
+from rulegym._simulation import simulation_dict
 
 
 def _answers(ground_truth: Any) -> list:
@@ -223,11 +224,14 @@ class EpisodeRegistry:
             return self._scorer
 
     def start(
-        self, key: str, task: Any, max_turns: int = 16, mapping_cache: Optional[str] = None
+        self, key: str, task: Any, max_turns: int = 16, simulation: Optional[Dict[str, Any]] = None
     ) -> _Episode:
-        """Starts (or restarts) the episode ``key`` of ``task`` (a task dict or its JSON text)."""
+        """Starts (or restarts) the episode ``key`` of ``task`` (a task dict or its JSON text).
+        ``simulation``: the simulated side (a :class:`rulegym.Simulation` config dict: simulator
+        ``endpoint``, ``model``, ``user``, ``dir``, ...); every episode of a task in this process
+        shares the task's mapping. Default: no LLM, the rule user."""
         text = task if isinstance(task, str) else json.dumps(task)
-        env = _rulegym.ToolEnv(text, self.scorer(), "openai", int(max_turns), mapping_cache)
+        env = _rulegym.ToolEnv(text, self.scorer(), "openai", int(max_turns), simulation_dict(simulation))
         env.reset()
         episode = _Episode(str(json.loads(text).get("id", "")), env)
         with self._lock:
@@ -388,13 +392,14 @@ class UserInteractionCore:
     returns the rule-based user's reply (it reveals a hidden slot only when asked about it), or
     terminates with the rubric reward when the agent answered, stopped, or used up the episode's
     turns. Config: ``max_turns`` (environment turns: tool calls and user turns, default 16),
-    ``max_episodes``, ``mapping_cache`` (for LLM-simulated tools, replayed)."""
+    ``max_episodes``, ``simulation`` (the simulator LLM, user and record directory: a
+    :class:`rulegym.Simulation` config dict)."""
 
     def __init__(self, config: Optional[Dict[str, Any]] = None, episodes: Optional[EpisodeRegistry] = None):
         self.config = dict(config or {})
         self.name = str(self.config.get("name", "rulegym_user"))
         self.max_turns = int(self.config.get("max_turns", 16))
-        self.mapping_cache = self.config.get("mapping_cache")
+        self.simulation = simulation_dict(self.config.get("simulation"))
         if episodes is None:
             episodes = EPISODES
             if "max_episodes" in self.config:
@@ -406,7 +411,7 @@ class UserInteractionCore:
         task = kwargs.get("task")
         if task is None:
             raise ValueError("interaction_kwargs must carry the task (rulegym export --tasks writes it)")
-        self.episodes.start(instance_id, task, self.max_turns, self.mapping_cache)
+        self.episodes.start(instance_id, task, self.max_turns, self.simulation)
         return instance_id
 
     async def generate_response(
@@ -416,7 +421,7 @@ class UserInteractionCore:
         if episode is None:
             if kwargs.get("task") is None:
                 raise ValueError(f"no rulegym episode {instance_id!r}: start_interaction was not called")
-            episode = self.episodes.start(instance_id, kwargs["task"], self.max_turns, self.mapping_cache)
+            episode = self.episodes.start(instance_id, kwargs["task"], self.max_turns, self.simulation)
         with episode.lock:
             if not episode.done:
                 assistant = [m for m in messages or [] if m.get("role") == "assistant"]

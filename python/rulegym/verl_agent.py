@@ -12,7 +12,7 @@ and sets ``agent_name`` in every row:
 * :class:`ToolUseAgentLoop` (``rulegym_tool_agent``) runs a tool-use task: verl's own tool agent
   loop (tokenisation, tool-call parsing, the tool config's :class:`rulegym.verl.TaskTool`
   instances) plus what interactions used to do: a model turn without tool calls goes to the
-  task's rule-based simulated user, whose reply is appended as a user message; an answer (or
+  task's simulated user (rule-based, or an LLM), whose reply is appended as a user message; an answer (or
   ``###STOP``, or the episode's turn cap) ends the episode and the task's executable rubric
   scores it. The reward is the trajectory's ``reward_score`` (verl then skips its reward
   function) and the last of ``turn_scores``. Each trajectory has its own episode.
@@ -61,13 +61,15 @@ class ToolUseAgentLoop(ToolAgentLoop):
     """verl's tool agent loop with rulegym's simulated user and rubric reward (see the module
     documentation). Constructor arguments beyond verl's (from the agent loop config):
     ``max_turns`` (environment turns per episode: tool calls and user turns; a task's own
-    ``max_turns`` wins) and ``mapping_cache`` (a mapping-simulator file for LLM-simulated
-    tools, replayed)."""
+    ``max_turns`` wins) and ``simulation`` (a :class:`rulegym.Simulation` config: the simulator
+    LLM's ``endpoint`` and ``model``, ``user`` ``rule`` or ``llm``, and ``dir`` where the world
+    is recorded; every rollout of a task in this worker shares the task's mapping, and other
+    workers share it through ``dir``)."""
 
-    def __init__(self, *args, max_turns: int = 16, mapping_cache: Optional[str] = None, **kwargs):
+    def __init__(self, *args, max_turns: int = 16, simulation: Optional[Dict[str, Any]] = None, **kwargs):
         super().__init__(*args, **kwargs)
         self.max_turns = int(max_turns)
-        self.mapping_cache = mapping_cache
+        self.simulation = simulation
         self._task: Any = None
         self._key: Optional[str] = None
         self._reward = 0.0
@@ -90,7 +92,7 @@ class ToolUseAgentLoop(ToolAgentLoop):
 
     async def _handle_pending_state(self, agent_data, sampling_params):
         agent_data.rulegym_episode_key = self._key
-        EPISODES.start(self._key, self._task, self.max_turns, self.mapping_cache)
+        EPISODES.start(self._key, self._task, self.max_turns, self.simulation)
         return await super()._handle_pending_state(agent_data, sampling_params)
 
     def _finish(self, agent_data) -> AgentState:

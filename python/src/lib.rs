@@ -74,6 +74,7 @@ fn _rulegym(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<search_env::SearchEnv>()?;
     m.add_class::<tooluse::RubricScorer>()?;
     m.add_class::<tooluse::ToolEnv>()?;
+    m.add_class::<tooluse::Simulation>()?;
     m.add_function(wrap_pyfunction!(universe::generate_universe, m)?)?;
     m.add_function(wrap_pyfunction!(universe::generate_questions, m)?)?;
     m.add_function(wrap_pyfunction!(universe::generate_questions_jsonl, m)?)?;

@@ -34,6 +34,7 @@ impl RubricScorer {
             item_inferences,
             variant,
             max_rubrics,
+            ..ScoreConfig::default()
         };
         let inner = py
             .allow_threads(|| rulegym::tooluse::rubric::RubricScorer::new(config))
@@ -82,10 +83,102 @@ pub(crate) fn json_text(py: Python<'_>, obj: &Bound<'_, PyAny>) -> PyResult<Stri
     }
 }
 
+/// The simulated side of tool-use episodes (the Rust `tooluse::simulation::Simulation`): the
+/// LLM that answers tool calls the task's mapping lacks and (with `"user": "llm"`) the user's
+/// questions, one mapping per task shared by every `ToolEnv` built with this object, and the
+/// record of the run (`dir/mappings/<id>.json`, `dir/llm-cache/`). `config` keys: `endpoint`,
+/// `model`, `api_key_env`, `user` (`rule` | `llm`), `dir`, `seed_mappings`, `replay_only`,
+/// `semantic_equivalence`, `max_concurrency`, `timeout_s`, `max_retries`, `seed`,
+/// `temperature`, `capacity`. `llm`: a Python callable taking the chat messages (a list of
+/// `{"role", "content"}` dicts) and returning the answer text, used instead of an HTTP endpoint
+/// (its answers are recorded in `dir` like any other).
+#[pyclass(frozen, module = "rulegym._rulegym")]
+pub(crate) struct Simulation {
+    inner: Arc<rulegym::tooluse::simulation::Simulation>,
+}
+
+fn simulation_config(
+    py: Python<'_>,
+    config: Option<&Bound<'_, PyAny>>,
+) -> PyResult<rulegym::tooluse::simulation::SimulationConfig> {
+    let text = match config.filter(|c| !c.is_none()) {
+        Some(c) => json_text(py, c)?,
+        None => "{}".to_owned(),
+    };
+    rulegym::tooluse::simulation::SimulationConfig::from_json(&text).map_err(err)
+}
+
+#[pymethods]
+impl Simulation {
+    #[new]
+    #[pyo3(signature = (config=None, llm=None))]
+    fn new(
+        py: Python<'_>,
+        config: Option<&Bound<'_, PyAny>>,
+        llm: Option<Py<PyAny>>,
+    ) -> PyResult<Self> {
+        use rulegym::llm::{LlmBackend, LlmError, ScriptedBackend, assistant_text};
+        let config = simulation_config(py, config)?;
+        let inner = match llm {
+            Some(f) => {
+                let backend = ScriptedBackend::new(move |req| {
+                    Python::with_gil(|py| -> PyResult<String> {
+                        let messages = to_py(py, &req.messages)?;
+                        f.call1(py, (messages,))?.extract(py)
+                    })
+                    .map(|t| assistant_text(&t))
+                    .map_err(|e| LlmError::Script(format!("the llm callable raised: {e}")))
+                });
+                let backend: Arc<dyn LlmBackend> = Arc::new(backend);
+                py.allow_threads(|| {
+                    rulegym::tooluse::simulation::Simulation::with_backend(config, Some(backend))
+                })
+                .map(Arc::new)
+            }
+            None => py.allow_threads(|| {
+                rulegym::tooluse::simulation::Simulation::new(config).map(Arc::new)
+            }),
+        }
+        .map_err(err)?;
+        Ok(Simulation { inner })
+    }
+
+    /// The process-wide simulation of `config`: every call with an equal configuration returns
+    /// one shared object (one client, one mapping per task), as the SkyRL and verl adapters use.
+    #[staticmethod]
+    #[pyo3(signature = (config=None))]
+    fn shared(py: Python<'_>, config: Option<&Bound<'_, PyAny>>) -> PyResult<Self> {
+        let config = simulation_config(py, config)?;
+        let inner = py
+            .allow_threads(|| rulegym::tooluse::simulation::Simulation::shared(config))
+            .map_err(err)?;
+        Ok(Simulation { inner })
+    }
+
+    /// The configuration, as a dict.
+    #[getter]
+    fn config<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        to_py(py, self.inner.config())
+    }
+
+    /// The recorded mapping of task `task_id` (`[{"tool", "args", "response", "same_as"?}]`,
+    /// canonical order); empty when the task has none yet.
+    fn mapping<'py>(&self, py: Python<'py>, task_id: &str) -> PyResult<Bound<'py, PyAny>> {
+        let entries = py
+            .allow_threads(|| self.inner.mapping(task_id))
+            .map_err(err)?
+            .map(|m| m.entries())
+            .unwrap_or_default();
+        to_py(py, &entries)
+    }
+}
+
 /// One episode of the tool-use environment: a task's tools (state-backed tools executed, mapping
-/// tools answered by the simulator), a rule-based user simulator, and the task's rubric as the
-/// reward at the end. Safe to use from any thread (steps are serialised by a lock; the GIL is
-/// released while the step runs).
+/// tools answered by the task's shared mapping and, on a miss, the simulator LLM), the simulated
+/// user, and the task's rubric as the reward at the end. Safe to use from any thread (steps are
+/// serialised by a lock; the GIL is released while the step runs). A failed simulation is a tool
+/// error (or an unanswered question) for the agent, logged to the `rulegym` logger and listed in
+/// the step's `metadata["simulation_errors"]` / `metadata["user_error"]`.
 #[pyclass(frozen, module = "rulegym._rulegym")]
 pub(crate) struct ToolEnv {
     inner: Mutex<rulegym::tooluse::env::ToolEnv>,
@@ -93,69 +186,69 @@ pub(crate) struct ToolEnv {
     scorer: Arc<rulegym::tooluse::rubric::RubricScorer>,
 }
 
+/// Logs a step's failed simulations to Python's `rulegym` logger.
+fn log_failures(py: Python<'_>, task: &str, step: &rulegym::env::Step) -> PyResult<()> {
+    let tools = step.metadata.get("simulation_errors");
+    let user = step.metadata.get("user_error");
+    if tools.is_none() && user.is_none() {
+        return Ok(());
+    }
+    let logger = py
+        .import("logging")?
+        .call_method1("getLogger", ("rulegym",))?;
+    for failure in tools.and_then(|v| v.as_array()).into_iter().flatten() {
+        logger.call_method1(
+            "warning",
+            (format!("task {task}: tool simulation failed: {failure}"),),
+        )?;
+    }
+    if let Some(e) = user {
+        logger.call_method1(
+            "warning",
+            (format!("task {task}: user simulation failed: {e}"),),
+        )?;
+    }
+    Ok(())
+}
+
 #[pymethods]
 impl ToolEnv {
     /// `task`: a task dict or its JSON text (validated). `scorer`: a [`RubricScorer`] (share
     /// one). `protocol`: `hermes` (`<tool_call>` in the text) or `openai` (`tool_calls`).
-    /// Mapping tools are answered from `mapping_cache` (a simulator file, replayed and extended)
-    /// and, on a miss, by `mapping_llm`: a Python callable taking the simulator's chat messages
-    /// (a list of `{"role", "content"}` dicts) and returning the tool's JSON output as text.
+    /// `simulation`: a [`Simulation`], or its config dict (then the process-wide shared one);
+    /// default: no LLM, the rule user, mapping tools answer with a tool error.
     #[new]
-    #[pyo3(signature = (task, scorer, protocol="hermes", max_turns=16, mapping_cache=None, mapping_llm=None))]
+    #[pyo3(signature = (task, scorer, protocol="hermes", max_turns=16, simulation=None))]
     fn new(
         py: Python<'_>,
         task: &Bound<'_, PyAny>,
         scorer: &RubricScorer,
         protocol: &str,
         max_turns: u32,
-        mapping_cache: Option<PathBuf>,
-        mapping_llm: Option<Py<PyAny>>,
+        simulation: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<Self> {
-        use rulegym::llm::{LlmBackend, LlmError, ScriptedBackend, assistant_text};
         use rulegym::tooluse::env::{Protocol, ToolEnvConfig};
-        use rulegym::tooluse::simulator::{MappingConfig, MappingSimulator};
         use rulegym::tooluse::task::{Task, ValidateOptions};
         let protocol: Protocol = serde_json::from_value(serde_json::json!(protocol))
             .map_err(|_| err(format!("unknown protocol {protocol:?} (hermes, openai)")))?;
         let text = json_text(py, task)?;
         let task = Task::from_json(&text).map_err(err)?;
         let world = Arc::new(task.compile(ValidateOptions::default()).map_err(err)?);
-        let backend: Option<Arc<dyn LlmBackend>> = mapping_llm.map(|f| {
-            let backend = ScriptedBackend::new(move |req| {
-                Python::with_gil(|py| -> PyResult<String> {
-                    let messages = to_py(py, &req.messages)?;
-                    f.call1(py, (messages,))?.extract(py)
-                })
-                .map(|t| assistant_text(&t))
-                .map_err(|e| LlmError::Script(format!("mapping_llm raised: {e}")))
-            });
-            Arc::new(backend) as Arc<dyn LlmBackend>
-        });
-        let mapping = if mapping_cache.is_some() || backend.is_some() {
-            Some(Arc::new(
-                MappingSimulator::new(
-                    &world.task.id,
-                    mapping_cache,
-                    backend,
-                    MappingConfig::default(),
-                )
-                .map_err(err)?,
-            ))
-        } else {
-            None
-        };
-        let user = Box::new(rulegym::tooluse::user::RuleUser::new(&world.task));
-        let env = rulegym::tooluse::env::ToolEnv::new(
-            world.clone(),
-            mapping,
-            user,
-            scorer.inner.clone(),
-            ToolEnvConfig {
-                max_turns,
-                protocol,
-                ..ToolEnvConfig::default()
+        let simulation = match simulation.filter(|s| !s.is_none()) {
+            Some(s) => match s.downcast::<Simulation>() {
+                Ok(sim) => sim.get().inner.clone(),
+                Err(_) => Simulation::shared(py, Some(s))?.inner,
             },
-        );
+            None => Simulation::shared(py, None)?.inner,
+        };
+        let config = ToolEnvConfig {
+            max_turns,
+            protocol,
+            ..ToolEnvConfig::default()
+        };
+        let env = py
+            .allow_threads(|| simulation.env(world.clone(), scorer.inner.clone(), config))
+            .map_err(err)?;
         Ok(ToolEnv {
             inner: Mutex::new(env),
             world,
@@ -174,6 +267,7 @@ impl ToolEnv {
     /// "metadata", "env_spans"}` (the rubric result is in `metadata` at the end).
     fn step<'py>(&self, py: Python<'py>, action: &str) -> PyResult<Bound<'py, PyDict>> {
         let step = with_env(py, &self.inner, |env| env.step(action))?;
+        log_failures(py, &self.world.task.id, &step)?;
         step_to_py(py, &step)
     }
 
@@ -194,6 +288,7 @@ impl ToolEnv {
                     .step_message(&message)
             })
             .map_err(err)?;
+        log_failures(py, &self.world.task.id, &step)?;
         step_to_py(py, &step)
     }
 

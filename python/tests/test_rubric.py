@@ -78,8 +78,9 @@ def flights(messages):
     return json.dumps({"flights": [{"flight_id": "OS123", "price": 120}]})
 
 
-def test_tool_env_good_episode_scores_one(scorer):
-    env = rulegym.ToolEnv(TASK, scorer, protocol="hermes", max_turns=8, mapping_llm=flights)
+def test_tool_env_good_episode_scores_one(scorer, tmp_path):
+    sim = rulegym.Simulation({"dir": str(tmp_path)}, llm=flights)
+    env = rulegym.ToolEnv(TASK, scorer, protocol="hermes", max_turns=8, simulation=sim)
     prompt = env.reset()
     assert "search_flights" in prompt[0]["content"] and prompt[1]["role"] == "user"
     assert env.step(HERMES_GOOD[0])["observations"][0]["content"] == "Oslo."
@@ -94,11 +95,87 @@ def test_tool_env_good_episode_scores_one(scorer):
         env.step("again")
 
 
-def test_tool_env_garbage_scores_zero(scorer):
-    env = rulegym.ToolEnv(json.loads(TASK), scorer, max_turns=3, mapping_llm=flights)
+def test_tool_env_garbage_scores_zero(scorer, tmp_path):
+    sim = rulegym.Simulation({"dir": str(tmp_path)}, llm=flights)
+    env = rulegym.ToolEnv(json.loads(TASK), scorer, max_turns=3, simulation=sim)
     env.reset()
     done = False
     while not done:
         out = env.step("<tool_call>{oops</tool_call> blah")
         done = out["done"]
     assert out["reward"] == 0.0
+
+
+SEARCH = '<tool_call>{"name": "search_flights", "arguments": {"destination": "Oslo", "date": "2024-06-03"}}</tool_call>'
+
+
+def test_one_simulation_gives_a_group_of_envs_one_world(scorer, tmp_path):
+    calls = []
+
+    def llm(messages):
+        calls.append(messages)
+        return json.dumps({"response": {"flights": [{"flight_id": "OS123", "price": 100 + len(calls)}]}})
+
+    sim = rulegym.Simulation({"dir": str(tmp_path)}, llm=llm)
+    envs = [rulegym.ToolEnv(TASK, scorer, protocol="hermes", simulation=sim) for _ in range(8)]
+    seen = []
+    for env in envs:
+        env.reset()
+        seen.append(env.step(SEARCH)["observations"][0]["content"])
+    assert len(set(seen)) == 1 and "OS123" in seen[0]
+    assert len(calls) == 1, "one generation for the whole group"
+    assert calls[0][0]["content"].startswith("You simulate the tool `search_flights`")
+    entries = sim.mapping("trip-oslo-1")
+    assert [e["tool"] for e in entries] == ["search_flights"]
+    assert (tmp_path / "mappings" / "trip-oslo-1.json").is_file()
+    assert sim.config["semantic_equivalence"] is True
+
+
+def test_a_config_dict_means_the_process_wide_simulation(scorer, tmp_path):
+    # Record a world, then serve it read-only through a config dict (as SkyRL and verl pass it).
+    sim = rulegym.Simulation({"dir": str(tmp_path / "rec")}, llm=flights)
+    env = rulegym.ToolEnv(TASK, scorer, simulation=sim)
+    env.reset()
+    env.step(SEARCH)
+    config = {"seed_mappings": str(tmp_path / "rec" / "mappings")}
+    a, b = rulegym.Simulation.shared(config), rulegym.Simulation.shared(dict(config))
+    assert len(a.mapping("trip-oslo-1")) == 1 and len(b.mapping("trip-oslo-1")) == 1
+    env = rulegym.ToolEnv(TASK, scorer, simulation=config)
+    env.reset()
+    assert "OS123" in env.step(SEARCH)["observations"][0]["content"]
+
+
+def test_a_failed_simulation_is_an_observation_and_a_log_line(scorer, tmp_path, caplog):
+    def down(messages):
+        raise ConnectionError("simulator is down")
+
+    sim = rulegym.Simulation({"dir": str(tmp_path), "user": "llm"}, llm=down)
+    env = rulegym.ToolEnv(TASK, scorer, protocol="hermes", simulation=sim)
+    env.reset()
+    with caplog.at_level("WARNING", logger="rulegym"):
+        out = env.step(SEARCH)
+        assert not out["done"]
+        assert '"error"' in out["observations"][0]["content"] and "simulator is down" in out["observations"][0]["content"]
+        assert out["metadata"]["simulation_errors"][0]["tool"] == "search_flights"
+        out = env.step("Where are you flying to?")
+        assert out["observations"][0]["content"] == "(The user did not answer.)"
+        assert "simulator is down" in out["metadata"]["user_error"]
+    logged = [r.getMessage() for r in caplog.records if r.name == "rulegym"]
+    assert any("tool simulation failed" in m for m in logged), logged
+    assert any("user simulation failed" in m for m in logged), logged
+    assert env.step("<answer>sorry</answer>")["done"]
+
+
+@pytest.mark.parametrize(
+    "config, message",
+    [
+        ({"endpoint": "http://127.0.0.1:9/v1"}, "needs `dir`"),
+        ({"user": "llm"}, 'user "llm" needs an endpoint'),
+        ({"endpiont": "http://127.0.0.1:9/v1"}, "unknown field `endpiont`"),
+        ({"max_concurrency": 0}, "max_concurrency 0 must be 1-1024"),
+        ({"user": "oracle"}, "unknown variant `oracle`"),
+    ],
+)
+def test_bad_simulation_configs_are_clear_errors(config, message):
+    with pytest.raises(rulegym.RulegymError, match=message.replace("(", r"\(")):
+        rulegym.Simulation(config)

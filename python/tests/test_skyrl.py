@@ -2,6 +2,8 @@
 through `skyrl_gym.make`; the proof-derived oracle gets reward 1, garbage gets 0."""
 
 import json
+
+import pytest
 import random
 
 import rulegym
@@ -100,6 +102,34 @@ def test_skyrl_tool_env_episode():
     env.step("hmm")
     out = env.step("<answer>done</answer>")
     assert out["done"] and 0.0 <= out["reward"] < 1.0
+
+
+def test_skyrl_tool_env_takes_the_simulation_from_env_config(tmp_path):
+    skyrl_gym = import_or_skip("skyrl_gym")
+    import rulegym
+    import rulegym.skyrl as rs
+    from conftest import REPO
+
+    rs.register()
+    task = json.loads((REPO / "tests" / "fixtures" / "tools" / "trip.json").read_text())
+    # A recorded world (the teacher's mapping), then the env reads it through its env_config.
+    recorded = rulegym.Simulation(
+        {"dir": str(tmp_path)},
+        llm=lambda messages: json.dumps({"flights": [{"flight_id": "SK42", "price": 99}]}),
+    )
+    env = rulegym.ToolEnv(task, rulegym.RubricScorer(), simulation=recorded)
+    env.reset()
+    call = '<tool_call>{"name": "search_flights", "arguments": {"destination": "Oslo", "date": "2024-06-03"}}</tool_call>'
+    env.step(call)
+    env = skyrl_gym.make(rs.TOOL_ENV_ID,
+                         env_config={"protocol": "hermes",
+                                     "simulation": {"seed_mappings": str(tmp_path / "mappings")}},
+                         extras={"extra_info": {"task": task}, "max_turns": 4})
+    env.init([])
+    assert "SK42" in env.step(call)["observations"][0]["content"]
+    with pytest.raises(Exception, match="unknown field"):
+        skyrl_gym.make(rs.TOOL_ENV_ID, env_config={"simulation": {"endpont": "x"}},
+                       extras={"extra_info": {"task": task}})
 
 
 def test_preset_rows_carry_the_environment(dataset, cli):

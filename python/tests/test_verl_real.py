@@ -269,3 +269,62 @@ def test_search_rows_run_in_rulegym_search_agent(verl, exported, dataset, tokeni
     # The environment's turn cap (10) ends it with reward 0.
     assert out.reward_score == 0.0 and out.extra_fields["rulegym"]["done"]
     assert out.extra_fields["rulegym"]["searches"] == 10
+
+
+class StubUserServer:
+    """STAND-IN for the simulator LLM (unit test of the config path only; the real server is
+    exercised by scripts/test-llm-server.sh): an OpenAI chat-completions endpoint on loopback
+    that always answers as the user."""
+
+    REPLY = "STUB-USER: I would rather not say."
+
+    def __enter__(self):
+        import http.server
+        import threading
+
+        reply = self.REPLY
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def do_POST(self):
+                self.rfile.read(int(self.headers["Content-Length"]))
+                body = json.dumps({"id": "x", "object": "chat.completion", "choices": [
+                    {"index": 0, "finish_reason": "stop",
+                     "message": {"role": "assistant", "content": reply}}]}).encode()
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def log_message(self, *args):
+                pass
+
+        self.httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
+        return f"http://127.0.0.1:{self.httpd.server_address[1]}/v1"
+
+    def __exit__(self, *exc):
+        self.httpd.shutdown()
+
+
+def test_the_agent_loop_config_sets_the_simulation(verl, exported, tokenizer, tmp_path):
+    from omegaconf import OmegaConf
+    from verl.experimental.agent_loop.agent_loop import _agent_loop_registry
+    from verl.tools.tool_registry import load_all_tools
+
+    import rulegym.verl_agent  # noqa: F401
+
+    tools = load_all_tools(tool_config_path=str(exported["tool_config"]), function_tool_path=None)
+    row = dataset_rows(exported["parquet"], tokenizer)[0]
+    with StubUserServer() as url:
+        entries = OmegaConf.load(exported["agent_loop_config"])
+        entry = next(e for e in entries if e.name == row["agent_name"])
+        # What a user writes into the agent loop config (hydra passes it to the constructor).
+        entry = OmegaConf.merge(entry, {"simulation": {"endpoint": url, "model": "stub", "user": "llm",
+                                                       "dir": str(tmp_path / "world")}})
+        _agent_loop_registry[entry.name] = entry
+        server = ScriptedServer(tokenizer, ["Which record do you mean?", "<answer>unknown</answer>"])
+        out = run_row(verl, entry, server, tokenizer, row, tools)
+    assert StubUserServer.REPLY in server.prompts[-1], "the LLM user answered the question"
+    assert out.extra_fields["rulegym"]["reason"] == "answer"
+    assert any((tmp_path / "world" / "llm-cache").rglob("*.json")), "the user's answer is recorded"

@@ -62,6 +62,13 @@ enum Command {
 
 /// Entry point of the binary: parse flags, run the subcommand, print errors.
 pub fn main() -> ExitCode {
+    // The library's log lines (a failed simulation, ...) go to stderr: warnings and errors by
+    // default, more with RUST_LOG (e.g. RUST_LOG=rulegym=debug). The MCP server's stdio
+    // transport keeps stdout for protocol messages, so nothing is logged there.
+    env_logger::Builder::from_env(env_logger::Env::default().default_filter_or("warn"))
+        .format_timestamp(None)
+        .target(env_logger::Target::Stderr)
+        .init();
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Generate(args) => generate::run(args),

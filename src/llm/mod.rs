@@ -1,10 +1,15 @@
-//! The LLM backend: OpenAI chat-completions types, the [`LlmBackend`] trait, a record/replay
-//! cache keyed by a hash of the request ([`CachedBackend`]: any run that used an LLM replays
-//! bit-exactly offline), and a scripted backend for tests ([`ScriptedBackend`]). The HTTP client
-//! is in [`openai`].
+//! The LLM client, one for every caller (evaluation, synthesis, the tool and user simulators,
+//! the judge): OpenAI chat-completions types, the [`LlmBackend`] trait, a record/replay cache
+//! keyed by a hash of the request ([`CachedBackend`]: any run that used an LLM replays
+//! bit-exactly offline), a scripted backend for tests ([`ScriptedBackend`]), tool calls in
+//! either wire form ([`calls`]: OpenAI `tool_calls`, Hermes `<tool_call>`). The HTTP client is
+//! in [`openai`].
 
+pub mod calls;
 #[cfg(feature = "http")]
 pub mod openai;
+
+pub use calls::{ParsedCall, parse_tool_calls};
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;

@@ -1,13 +1,12 @@
-//! The tool-use world: one compiled task, its mapping simulator and the rubric scorer, from which
+//! The tool-use world: one compiled task, its simulation (shared mapping, user) and the rubric scorer, from which
 //! each MCP session starts a fresh [`ToolEnv`] episode.
 
 use super::McpError;
 use crate::tooluse::env::{ToolEnv, ToolEnvConfig};
 use crate::tooluse::rubric::{RubricScorer, ScoreConfig};
-use crate::tooluse::simulator::{MappingConfig, MappingSimulator};
+use crate::tooluse::simulation::{Simulation, SimulationConfig};
 use crate::tooluse::task::{CompiledTask, ValidateOptions, load_tasks};
-use crate::tooluse::user::RuleUser;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::Arc;
 
 /// Names of the MCP tools every task session has besides the task's own.
@@ -16,20 +15,21 @@ pub const BUILTIN_TOOLS: [&str; 2] = ["ask_user", "finish"];
 /// One tool-use task ready to be played: shared by every session.
 pub struct TaskWorld {
     world: Arc<CompiledTask>,
-    mapping: Arc<MappingSimulator>,
+    simulation: Arc<Simulation>,
     scorer: Arc<RubricScorer>,
     config: ToolEnvConfig,
 }
 
 impl TaskWorld {
     /// Loads the task `id` from `tasks` (a task file; `id` may be omitted when it holds exactly
-    /// one task). Mapping-backed tools answer from `mapping` (a mapping file as `rulegym tools
-    /// play` writes, `mappings/<id>.json`; default: `mappings/<id>.json` beside the task file
-    /// when it exists); a call the mapping does not hold is answered with a tool error (no LLM).
+    /// one task), simulated as `simulation` says (every session shares the task's mapping).
+    /// Without `simulation.seed_mappings`, `mappings/` beside the task file seeds the mapping
+    /// when it exists (as `rulegym synth` and `rulegym tools play` write it). Without an LLM, a
+    /// call the mapping does not hold is answered with a tool error.
     pub fn load(
         tasks: &Path,
         id: Option<&str>,
-        mapping: Option<&Path>,
+        mut simulation: SimulationConfig,
         config: ToolEnvConfig,
     ) -> crate::Result<Self> {
         let mut all = load_tasks(tasks, ValidateOptions::default())?;
@@ -54,28 +54,20 @@ impl TaskWorld {
                 .into());
             }
         };
-        let default_mapping: PathBuf = tasks
-            .parent()
-            .unwrap_or(Path::new("."))
-            .join("mappings")
-            .join(format!("{}.json", task.id));
-        let mapping_path = match mapping {
-            Some(p) => Some(p.to_path_buf()),
-            None if default_mapping.is_file() => Some(default_mapping),
-            None => None,
-        };
+        let beside = tasks.parent().unwrap_or(Path::new(".")).join("mappings");
+        if simulation.seed_mappings.is_none() && beside.is_dir() {
+            simulation.seed_mappings = Some(beside);
+        }
         let world = Arc::new(task.compile(ValidateOptions::default())?);
-        // No LLM backend: the simulator only answers from the mapping file and never writes it.
-        let mapping =
-            MappingSimulator::new(&world.task.id, mapping_path, None, MappingConfig::default())?;
+        let simulation = Arc::new(Simulation::new(simulation)?);
         let scorer = Arc::new(RubricScorer::new(ScoreConfig::default())?);
-        Self::new(world, Arc::new(mapping), scorer, config)
+        Self::new(world, simulation, scorer, config)
     }
 
     /// A world from parts (the task's tool names must not clash with [`BUILTIN_TOOLS`]).
     pub fn new(
         world: Arc<CompiledTask>,
-        mapping: Arc<MappingSimulator>,
+        simulation: Arc<Simulation>,
         scorer: Arc<RubricScorer>,
         config: ToolEnvConfig,
     ) -> crate::Result<Self> {
@@ -89,7 +81,7 @@ impl TaskWorld {
         }
         Ok(TaskWorld {
             world,
-            mapping,
+            simulation,
             scorer,
             config,
         })
@@ -104,13 +96,9 @@ impl TaskWorld {
     /// transcript).
     pub fn episode(&self) -> crate::Result<ToolEnv> {
         use crate::env::Environment;
-        let mut env = ToolEnv::new(
-            self.world.clone(),
-            Some(self.mapping.clone()),
-            Box::new(RuleUser::new(&self.world.task)),
-            self.scorer.clone(),
-            self.config.clone(),
-        );
+        let mut env =
+            self.simulation
+                .env(self.world.clone(), self.scorer.clone(), self.config.clone())?;
         env.reset()?;
         Ok(env)
     }

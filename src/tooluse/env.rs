@@ -13,9 +13,11 @@
 //! agree.
 
 use super::simulator::{MappingSimulator, canonical_json, execute_state_tool, state_hash};
-use super::user::{UserSimulator, revealed_slots};
+use super::user::{USER_UNAVAILABLE, UserReply, UserSimulator, revealed_slots};
 use crate::env::{Environment, Message, Span, Step};
-use crate::llm::{ChatMessage, ChatRequest, FunctionCall, LlmBackend, ToolCall};
+use crate::llm::{
+    ChatMessage, ChatRequest, FunctionCall, LlmBackend, ParsedCall, ToolCall, parse_tool_calls,
+};
 use crate::tooluse::rubric::{
     Event, ItemJudge, RubricResult, RubricScorer, StopMarker, Trajectory,
 };
@@ -85,19 +87,6 @@ impl ToolEnvConfig {
     }
 }
 
-/// One tool call as parsed from an assistant turn.
-#[derive(Debug, Clone, PartialEq)]
-pub struct ParsedCall {
-    /// Call id (OpenAI id, or `call_<turn>_<i>` for Hermes).
-    pub id: String,
-    /// Tool name (empty when it could not be read).
-    pub name: String,
-    /// Arguments, or why they could not be read.
-    pub args: Result<Value, String>,
-    /// The raw argument text (for the facts of unreadable calls).
-    pub raw: String,
-}
-
 /// An assistant turn, parsed.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct ParsedTurn {
@@ -131,35 +120,7 @@ fn tag<'a>(text: &'a str, name: &str) -> Option<&'a str> {
 /// accepted whatever the protocol), `<answer>`, stop markers.
 pub fn parse_assistant(message: &ChatMessage, turn: u32) -> ParsedTurn {
     let content = message.content_str();
-    let mut calls = Vec::new();
-    for (i, call) in message.tool_calls.iter().enumerate() {
-        let args = parse_arguments_text(&call.function.arguments);
-        calls.push(ParsedCall {
-            id: if call.id.is_empty() {
-                format!("call_{turn}_{i}")
-            } else {
-                call.id.clone()
-            },
-            name: call.function.name.clone(),
-            args,
-            raw: call.function.arguments.clone(),
-        });
-    }
-    let mut text = String::new();
-    let mut rest = content;
-    while let Some(start) = rest.find("<tool_call>") {
-        text.push_str(&rest[..start]);
-        let after = &rest[start + "<tool_call>".len()..];
-        let (body, next) = match after.find("</tool_call>") {
-            Some(end) => (&after[..end], &after[end + "</tool_call>".len()..]),
-            None => (after, ""),
-        };
-        let i = calls.len();
-        calls.push(parse_hermes_call(body.trim(), format!("call_{turn}_{i}")));
-        rest = next;
-    }
-    text.push_str(rest);
-    let text = text.trim().to_owned();
+    let (text, calls) = parse_tool_calls(message, turn);
     let marker = if content.contains("###TRANSFER_TO_HUMAN") {
         Some(StopMarker::TransferToHuman)
     } else if content.contains("###STOP") {
@@ -172,46 +133,6 @@ pub fn parse_assistant(message: &ChatMessage, turn: u32) -> ParsedTurn {
         text,
         calls,
         marker,
-    }
-}
-
-fn parse_arguments_text(text: &str) -> Result<Value, String> {
-    if text.trim().is_empty() {
-        return Ok(json!({}));
-    }
-    serde_json::from_str::<Value>(text).map_err(|e| format!("arguments are not valid JSON: {e}"))
-}
-
-fn parse_hermes_call(body: &str, id: String) -> ParsedCall {
-    let parsed: Result<Value, String> =
-        serde_json::from_str(body).map_err(|e| format!("tool call is not valid JSON: {e}"));
-    let (name, args) = match parsed {
-        Ok(Value::Object(map)) => {
-            let name = map
-                .get("name")
-                .and_then(Value::as_str)
-                .unwrap_or_default()
-                .to_owned();
-            let args = match map.get("arguments") {
-                None => Ok(json!({})),
-                Some(Value::String(s)) => parse_arguments_text(s),
-                Some(v) => Ok(v.clone()),
-            };
-            let args = if name.is_empty() {
-                Err("tool call has no \"name\"".to_owned())
-            } else {
-                args
-            };
-            (name, args)
-        }
-        Ok(_) => (String::new(), Err("tool call must be a JSON object".into())),
-        Err(e) => (String::new(), Err(e)),
-    };
-    ParsedCall {
-        id,
-        name,
-        args,
-        raw: body.to_owned(),
     }
 }
 
@@ -548,13 +469,22 @@ impl ToolEnv {
         if !parsed.calls.is_empty() {
             let mapping = self.mapping.clone();
             let world = self.world.clone();
+            let mut failures = Vec::new();
             let mut mapped = |tool: &str, args: &Value| -> Result<Option<Value>, String> {
                 let spec = world.task.tool(tool).expect("known tool");
                 match &mapping {
                     Some(sim) => sim
                         .lookup(spec, &world.outputs[tool], args)
                         .map(Some)
-                        .map_err(|e| e.to_string()),
+                        .map_err(|e| {
+                            // A failed simulation is the agent's tool error, never a crash.
+                            log::warn!(
+                                "task {}: tool {tool}: simulation failed: {e}",
+                                world.task.id
+                            );
+                            failures.push(json!({"tool": tool, "error": e.to_string()}));
+                            e.to_string()
+                        }),
                     None => Err("no tool simulator configured".into()),
                 }
             };
@@ -588,13 +518,27 @@ impl ToolEnv {
                 self.transcript.push(chat);
             }
             meta.insert("tool_call_ids".into(), json!(ids));
+            if !failures.is_empty() {
+                meta.insert("simulation_errors".into(), json!(failures));
+            }
         } else {
             let question = parsed.question().to_owned();
             self.recorder.events.push(Event::AskedUser {
                 step,
                 text: question.clone(),
             });
-            let reply = self.user.reply(&question)?;
+            let reply = match self.user.reply(&question) {
+                Ok(reply) => reply,
+                Err(e) => {
+                    // A failed user simulation leaves the question unanswered, never a crash.
+                    log::warn!("task {}: user simulation failed: {e}", self.world.task.id);
+                    meta.insert("user_error".into(), json!(e.to_string()));
+                    UserReply {
+                        text: USER_UNAVAILABLE.into(),
+                        revealed: Vec::new(),
+                    }
+                }
+            };
             let revealed = revealed_slots(
                 &self.world.task.hidden_context.slots,
                 &self.recorder.revealed,
@@ -838,6 +782,11 @@ pub struct Episode {
     pub result: RubricResult,
     /// Why it ended.
     pub reason: String,
+    /// Failed simulations, in order (`{"turn", "tool", "error"}` for a tool, `{"turn",
+    /// "user": error}` for the user): each was answered to the agent as a tool error or an
+    /// unanswered question.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub simulation_errors: Vec<Value>,
 }
 
 /// Runs an agent model through one episode: the transcript goes to `agent` each turn (with the
@@ -851,6 +800,7 @@ pub fn play_episode(
 ) -> crate::Result<Episode> {
     env.reset()?;
     let mut reason = String::new();
+    let mut simulation_errors = Vec::new();
     while !env.is_done() {
         let mut request = ChatRequest::new(model, env.transcript().to_vec());
         request.tools = env.request_tools();
@@ -858,6 +808,21 @@ pub fn play_episode(
         request.seed = seed;
         let response = agent.chat(&request)?;
         let step = env.step_message(&response.message)?;
+        let turn = step.metadata.get("turn").cloned().unwrap_or(Value::Null);
+        for failure in step
+            .metadata
+            .get("simulation_errors")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+        {
+            let mut failure = failure.clone();
+            failure["turn"] = turn.clone();
+            simulation_errors.push(failure);
+        }
+        if let Some(e) = step.metadata.get("user_error") {
+            simulation_errors.push(json!({"turn": turn, "user": e}));
+        }
         if step.done {
             reason = step.metadata["reason"]
                 .as_str()
@@ -875,6 +840,7 @@ pub fn play_episode(
         reward: result.reward,
         result,
         reason,
+        simulation_errors,
     })
 }
 

@@ -2,7 +2,8 @@
 //! underspecified instruction, a hidden user context and a rubric; [`task::Task::compile`] turns
 //! it into a [`task::CompiledTask`] (schemas and rubric program compiled once); the
 //! [`env::ToolEnv`] plays an episode against the tool [`simulator`] and a simulated [`user`];
-//! the [`rubric`] scores the trajectory with Prolog rules (or an LLM judge); [`export`] writes
+//! [`simulation`] sets both up the same way on every surface (one shared mapping per task, the
+//! recorded LLM client); the [`rubric`] scores the trajectory with Prolog rules (or an LLM judge); [`export`] writes
 //! verl/SkyRL rows; [`rulegen`] builds tasks from a universe with no LLM.
 //!
 //! The LLM synthesis pipeline that writes tasks lives above this wing, in `synth` (feature `synth`).
@@ -13,6 +14,7 @@ pub mod export;
 pub mod rubric;
 pub mod rulegen;
 pub mod schema;
+pub mod simulation;
 pub mod simulator;
 pub mod task;
 pub mod user;

@@ -1035,6 +1035,7 @@ pub fn replay(
         reward: result.reward,
         result,
         reason,
+        simulation_errors: Vec::new(),
     })
 }
 

@@ -1,10 +1,15 @@
 //! Tool simulators. State-backed tools are deterministic operations over the task's world state
-//! ([`execute_state_tool`]); every other tool goes through the [`MappingSimulator`], a per-task
-//! map from (tool, canonical JSON of the arguments) to a response: an exact canonical hit is
-//! reused; a miss asks an LLM for a response that follows the tool's description and `outputs`
-//! schema, validates it, and appends it. The map is shared by all rollouts of a task, persisted
-//! atomically, bounded, and safe under concurrent rollouts (in one process: one generation per
-//! key, others wait; across processes: a file lock around read-merge-write, first writer wins).
+//! ([`execute_state_tool`]); every other tool goes through the [`MappingSimulator`], SynthAgent's
+//! per-task map M from (tool, canonical JSON of the arguments) to a response. An exact canonical
+//! hit is reused (microseconds, no LLM). A miss is ONE LLM request (plus a corrective retry when
+//! the answer is invalid) that shows the whole mapping (within a character budget) and asks for
+//! either `{"same_as": K}`, naming an earlier call of the same tool that asks for the same thing
+//! (the paper's semantic-equivalence check: its response is reused), or `{"response": ...}`, a
+//! new response that follows the tool's description and `outputs` schema (validated; never a
+//! guess). Either way the new arguments are appended to M. The map is shared by all rollouts of a
+//! task, persisted atomically, bounded, and safe under concurrent rollouts (in one process: one
+//! generation per key, others wait; across processes: a file lock around read-merge-write, first
+//! writer wins).
 
 use crate::llm::{ChatMessage, ChatRequest, LlmBackend, LlmError, parse_json_answer};
 use crate::tooluse::schema::Schema;
@@ -164,17 +169,21 @@ pub fn state_hash(state: &WorldState) -> String {
 pub struct MappingConfig {
     /// Most entries per task; a miss beyond it is [`SimError::Full`].
     pub capacity: usize,
-    /// Attempts at a valid response per miss.
+    /// Attempts at a valid answer per miss (a rejected answer is shown to the model with the
+    /// reason before it tries again).
     pub max_attempts: u32,
-    /// First ask the LLM whether an existing entry of the same tool is equivalent.
-    pub ask_equivalence: bool,
-    /// Earlier entries of the same tool shown in the prompt (for consistency).
-    pub context_entries: usize,
+    /// SynthAgent's consistency check: in the same request that produces a new response, the
+    /// model may instead name an earlier call of the same tool that asks for the same thing
+    /// (`{"same_as": K}`), whose response is then reused and recorded for the new arguments.
+    pub semantic_equivalence: bool,
+    /// Most characters of earlier entries shown in the prompt (the whole mapping, this tool's
+    /// entries first, then the others, each in key order, until the budget is spent).
+    pub context_chars: usize,
     /// Model name for the backend.
     pub model: String,
     /// Sampling temperature.
     pub temperature: Option<f64>,
-    /// Sampling seed.
+    /// Sampling seed (attempt `a` sends `seed + a`).
     pub seed: Option<u64>,
 }
 
@@ -183,8 +192,8 @@ impl Default for MappingConfig {
         MappingConfig {
             capacity: 1000,
             max_attempts: 3,
-            ask_equivalence: false,
-            context_entries: 8,
+            semantic_equivalence: true,
+            context_chars: 16_000,
             model: "simulator".into(),
             temperature: Some(0.0),
             seed: Some(0),
@@ -201,6 +210,10 @@ pub struct MappingEntry {
     pub args: String,
     /// The response.
     pub response: Value,
+    /// When the simulator judged these arguments equivalent to an earlier call of the same
+    /// tool: that call's canonical arguments (the response is the earlier one's).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub same_as: Option<String>,
 }
 
 #[derive(Debug, Default, Serialize, Deserialize)]
@@ -211,9 +224,16 @@ struct MappingFile {
 
 type Key = (String, String);
 
+/// A recorded response and, for an equivalence hit, the arguments it was matched to.
+#[derive(Debug, Clone, PartialEq)]
+struct Stored {
+    response: Value,
+    same_as: Option<String>,
+}
+
 #[derive(Default)]
 struct MapState {
-    entries: BTreeMap<Key, Value>,
+    entries: BTreeMap<Key, Stored>,
     in_flight: BTreeMap<Key, Arc<Mutex<()>>>,
 }
 
@@ -222,13 +242,39 @@ impl MapState {
     fn entry_list(&self) -> Vec<MappingEntry> {
         self.entries
             .iter()
-            .map(|((tool, args), response)| MappingEntry {
+            .map(|((tool, args), stored)| MappingEntry {
                 tool: tool.clone(),
                 args: args.clone(),
-                response: response.clone(),
+                response: stored.response.clone(),
+                same_as: stored.same_as.clone(),
             })
             .collect()
     }
+
+    /// Adds the entries of a file; on a conflict the entry already held wins when `keep_own`,
+    /// the file's otherwise.
+    fn merge(&mut self, file: MappingFile, keep_own: bool) {
+        for e in file.entries {
+            let stored = Stored {
+                response: e.response,
+                same_as: e.same_as,
+            };
+            if keep_own {
+                self.entries.entry((e.tool, e.args)).or_insert(stored);
+            } else {
+                self.entries.insert((e.tool, e.args), stored);
+            }
+        }
+    }
+}
+
+/// What the model answered for a missed call.
+#[derive(Debug, Clone, PartialEq)]
+enum Answer {
+    /// Reuse the response of the shown entry with these arguments.
+    SameAs(String),
+    /// A new response.
+    New(Value),
 }
 
 /// The per-task mapping simulator. `Sync`: share one per task across rollouts.
@@ -258,16 +304,18 @@ impl MappingSimulator {
         };
         if let Some(path) = &sim.path {
             let file = read_mapping(path)?;
-            let mut st = sim.lock();
-            for e in file.entries {
-                st.entries.insert((e.tool, e.args), e.response);
-            }
+            sim.lock().merge(file, false);
         }
         Ok(sim)
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, MapState> {
         self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The task id.
+    pub fn task(&self) -> &str {
+        &self.task
     }
 
     /// Number of entries.
@@ -288,17 +336,24 @@ impl MappingSimulator {
     /// Adds an entry if the key is free (seeding from fixtures); returns the recorded response.
     pub fn insert(&self, tool: &str, args: &Value, response: Value) -> Result<Value, SimError> {
         let key = (tool.to_owned(), canonical_json(args));
-        self.commit(key, response)
+        self.commit(
+            key,
+            Stored {
+                response,
+                same_as: None,
+            },
+        )
     }
 
     /// The exact canonical hit, if any (no LLM call). Cost: one canonicalisation and a B-tree
     /// lookup under a mutex.
     pub fn get(&self, tool: &str, args: &Value) -> Option<Value> {
         let key = (tool.to_owned(), canonical_json(args));
-        self.lock().entries.get(&key).cloned()
+        self.lock().entries.get(&key).map(|s| s.response.clone())
     }
 
-    /// The response for a call: the recorded one, or a new validated one from the LLM.
+    /// The response for a call: the recorded one, or (one LLM request per attempt) an earlier
+    /// equivalent call's or a new validated one.
     pub fn lookup(
         &self,
         tool: &ToolSpec,
@@ -309,7 +364,7 @@ impl MappingSimulator {
         let slot = {
             let mut st = self.lock();
             if let Some(hit) = st.entries.get(&key) {
-                return Ok(hit.clone());
+                return Ok(hit.response.clone());
             }
             st.in_flight.entry(key.clone()).or_default().clone()
         };
@@ -322,7 +377,7 @@ impl MappingSimulator {
 
     fn fill(&self, tool: &ToolSpec, outputs: &Schema, key: &Key) -> Result<Value, SimError> {
         if let Some(hit) = self.lock().entries.get(key) {
-            return Ok(hit.clone());
+            return Ok(hit.response.clone());
         }
         if let Some(hit) = self.reload_hit(key)? {
             return Ok(hit);
@@ -337,56 +392,113 @@ impl MappingSimulator {
             .backend
             .as_ref()
             .ok_or_else(|| SimError::NoBackend(tool.name.clone()))?;
-        let earlier: Vec<(String, Value)> = {
-            let st = self.lock();
-            st.entries
-                .range((tool.name.clone(), String::new())..)
-                .take_while(|((t, _), _)| *t == tool.name)
-                .map(|((_, a), r)| (a.clone(), r.clone()))
-                .collect()
+        let shown = self.context(&tool.name);
+        let stored = match self.ask(backend.as_ref(), tool, outputs, &key.1, &shown)? {
+            Answer::SameAs(args) => {
+                // Only shown entries are accepted, and entries are never removed.
+                let earlier = self
+                    .lock()
+                    .entries
+                    .get(&(tool.name.clone(), args.clone()))
+                    .cloned();
+                let response =
+                    earlier
+                        .map(|s| s.response)
+                        .ok_or_else(|| SimError::InvalidResponse {
+                            tool: tool.name.clone(),
+                            attempts: 1,
+                            reason: format!("the matched entry {args} is gone"),
+                        })?;
+                Stored {
+                    response,
+                    same_as: Some(args),
+                }
+            }
+            Answer::New(response) => Stored {
+                response,
+                same_as: None,
+            },
         };
-        if self.config.ask_equivalence
-            && !earlier.is_empty()
-            && let Some(i) = self.ask_equivalent(backend.as_ref(), tool, &key.1, &earlier)?
-        {
-            let response = earlier[i].1.clone();
-            return self.commit(key.clone(), response);
-        }
-        let response = self.generate(backend.as_ref(), tool, outputs, &key.1, &earlier)?;
-        self.commit(key.clone(), response)
+        self.commit(key.clone(), stored)
     }
 
-    fn generate(
+    /// The entries shown to the model: this tool's first, then the others, each in key order,
+    /// while they fit in [`MappingConfig::context_chars`].
+    fn context(&self, tool: &str) -> Vec<(Key, String)> {
+        let st = self.lock();
+        let line = |(t, a): &Key, s: &Stored| format!("{t} {a} -> {}", canonical_json(&s.response));
+        let own = st.entries.iter().filter(|((t, _), _)| t == tool);
+        let others = st.entries.iter().filter(|((t, _), _)| t != tool);
+        let mut shown = Vec::new();
+        let mut budget = self.config.context_chars;
+        for (key, stored) in own.chain(others) {
+            let text = line(key, stored);
+            if text.len() > budget {
+                break;
+            }
+            budget -= text.len();
+            shown.push((key.clone(), text));
+        }
+        shown
+    }
+
+    /// The request for a missed call (before any corrective turn).
+    fn request_messages(
         &self,
-        backend: &dyn LlmBackend,
         tool: &ToolSpec,
-        outputs: &Schema,
         args: &str,
-        earlier: &[(String, Value)],
-    ) -> Result<Value, SimError> {
+        shown: &[(Key, String)],
+    ) -> Vec<ChatMessage> {
         let outputs_text = tool
             .outputs
             .as_ref()
             .map(canonical_json)
             .unwrap_or_else(|| "{}".into());
         let mut system = format!(
-            "You simulate the tool `{}`. Description: {}\nAnswer every call with ONLY a JSON \
-             value that follows this output schema: {outputs_text}\nNo narration, no code \
-             fences, no explanation. Never contradict earlier responses or deny that the world \
-             of the task exists.",
+            "You simulate the tool `{}` in the mock world of one task. Description: {}\nIts \
+             output follows this JSON schema: {outputs_text}\nNever contradict earlier \
+             responses or deny that the world of the task exists.",
             tool.name, tool.description
         );
-        let shown = earlier.len().saturating_sub(self.config.context_entries);
-        if shown < earlier.len() {
-            system.push_str("\nEarlier calls and responses:");
-            for (a, r) in &earlier[shown..] {
-                system.push_str(&format!("\n{a} -> {}", canonical_json(r)));
+        if !shown.is_empty() {
+            system.push_str("\nCalls answered so far in this world:");
+            for (i, (_, line)) in shown.iter().enumerate() {
+                system.push_str(&format!("\n[{}] {line}", i + 1));
             }
         }
-        let mut messages = vec![
+        let same_tool = shown.iter().any(|((t, _), _)| *t == tool.name);
+        if self.config.semantic_equivalence && same_tool {
+            system.push_str(&format!(
+                "\nAnswer the new call with ONLY one JSON object: {{\"same_as\": K}} when \
+                 earlier call [K] of `{}` asks for exactly the same thing (the same meaning, \
+                 however it is written), so that its response is reused; otherwise \
+                 {{\"response\": OUTPUT}} with a new output that follows the schema. No \
+                 narration, no code fences.",
+                tool.name
+            ));
+        } else {
+            system.push_str(
+                "\nAnswer the new call with ONLY one JSON object: {\"response\": OUTPUT} with \
+                 an output that follows the schema. No narration, no code fences.",
+            );
+        }
+        vec![
             ChatMessage::text("system", system),
-            ChatMessage::text("user", args.to_owned()),
-        ];
+            ChatMessage::text("user", format!("{} {args}", tool.name)),
+        ]
+    }
+
+    /// Asks for a missed call's answer, validating it; a rejected answer is shown to the model
+    /// with the reason, up to [`MappingConfig::max_attempts`] attempts.
+    fn ask(
+        &self,
+        backend: &dyn LlmBackend,
+        tool: &ToolSpec,
+        outputs: &Schema,
+        args: &str,
+        shown: &[(Key, String)],
+    ) -> Result<Answer, SimError> {
+        let mut messages = self.request_messages(tool, args, shown);
         let mut reason = String::new();
         for attempt in 0..self.config.max_attempts {
             let mut request = ChatRequest::new(&self.config.model, messages.clone());
@@ -394,19 +506,16 @@ impl MappingSimulator {
             request.seed = self.config.seed.map(|s| s + u64::from(attempt));
             let answer = backend.chat(&request)?;
             let text = answer.message.content_str().to_owned();
-            match parse_json_answer(&text).and_then(|v| {
-                outputs
-                    .validate(&v)
-                    .map_err(|e| format!("violates outputs: {e}"))?;
-                Ok(v)
-            }) {
-                Ok(v) => return Ok(v),
+            match self.read_answer(&text, tool, outputs, shown) {
+                Ok(a) => return Ok(a),
                 Err(why) => {
                     reason = why;
                     messages.push(ChatMessage::text("assistant", text));
                     messages.push(ChatMessage::text(
                         "user",
-                        format!("Invalid response ({reason}). Answer again with only valid JSON."),
+                        format!(
+                            "Invalid answer ({reason}). Answer again with only the JSON object."
+                        ),
                     ));
                 }
             }
@@ -418,46 +527,53 @@ impl MappingSimulator {
         })
     }
 
-    /// Asks which earlier call (if any) is equivalent; the answer must be a number shown or
-    /// `NONE` (anything else is treated as `NONE`, i.e. a new response is generated).
-    fn ask_equivalent(
+    /// Reads an answer: `{"same_as": K}` naming a shown entry of this tool (when the check is
+    /// on), `{"response": OUTPUT}`, or a bare OUTPUT; an output must follow the `outputs`
+    /// schema.
+    fn read_answer(
         &self,
-        backend: &dyn LlmBackend,
+        text: &str,
         tool: &ToolSpec,
-        args: &str,
-        earlier: &[(String, Value)],
-    ) -> Result<Option<usize>, SimError> {
-        let mut prompt = format!(
-            "Tool `{}`: {}\nNew call arguments: {args}\nEarlier calls:\n",
-            tool.name, tool.description
-        );
-        for (i, (a, _)) in earlier.iter().enumerate() {
-            prompt.push_str(&format!("{}. {a}\n", i + 1));
+        outputs: &Schema,
+        shown: &[(Key, String)],
+    ) -> Result<Answer, String> {
+        let value = parse_json_answer(text)?;
+        if let Some(k) = value
+            .get("same_as")
+            .filter(|_| value.as_object().is_some_and(|o| o.len() == 1))
+        {
+            if !self.config.semantic_equivalence {
+                return Err("same_as is not accepted here: give a response".into());
+            }
+            let k = k
+                .as_u64()
+                .ok_or_else(|| format!("same_as must be an entry number, got {k}"))?;
+            return match k.checked_sub(1).and_then(|i| shown.get(i as usize)) {
+                Some(((t, a), _)) if *t == tool.name => Ok(Answer::SameAs(a.clone())),
+                Some(((t, _), _)) => Err(format!(
+                    "entry [{k}] is a call of `{t}`, not of `{}`",
+                    tool.name
+                )),
+                None => Err(format!("there is no entry [{k}]")),
+            };
         }
-        prompt.push_str(
-            "If one earlier call means exactly the same request, answer with its number only; \
-             otherwise answer NONE.",
-        );
-        let mut request =
-            ChatRequest::new(&self.config.model, vec![ChatMessage::text("user", prompt)]);
-        request.temperature = self.config.temperature;
-        request.seed = self.config.seed;
-        let answer = backend.chat(&request)?;
-        let text = answer.message.content_str().trim();
-        Ok(text
-            .parse::<usize>()
-            .ok()
-            .filter(|&n| n >= 1 && n <= earlier.len())
-            .map(|n| n - 1))
+        let output = match value.as_object() {
+            Some(o) if o.len() == 1 && o.contains_key("response") => o["response"].clone(),
+            _ => value,
+        };
+        outputs
+            .validate(&output)
+            .map_err(|e| format!("violates outputs: {e}"))?;
+        Ok(Answer::New(output))
     }
 
-    /// Records `response` under `key` unless present (in memory and on disk); returns the
+    /// Records `stored` under `key` unless present (in memory and on disk); returns the
     /// recorded response.
-    fn commit(&self, key: Key, response: Value) -> Result<Value, SimError> {
-        let recorded = {
+    fn commit(&self, key: Key, stored: Stored) -> Result<Value, SimError> {
+        {
             let mut st = self.lock();
             if let Some(existing) = st.entries.get(&key) {
-                return Ok(existing.clone());
+                return Ok(existing.response.clone());
             }
             if st.entries.len() >= self.config.capacity {
                 return Err(SimError::Full {
@@ -465,18 +581,17 @@ impl MappingSimulator {
                     capacity: self.config.capacity,
                 });
             }
-            st.entries.insert(key.clone(), response.clone());
-            response
-        };
-        if self.path.is_some() {
-            return self.persist(&key, recorded);
+            st.entries.insert(key.clone(), stored.clone());
         }
-        Ok(recorded)
+        if self.path.is_some() {
+            return self.persist(&key, stored);
+        }
+        Ok(stored.response)
     }
 
     /// Read-merge-write under a file lock; the disk's entry wins if another process recorded the
     /// same key first.
-    fn persist(&self, key: &Key, response: Value) -> Result<Value, SimError> {
+    fn persist(&self, key: &Key, stored: Stored) -> Result<Value, SimError> {
         let path = self.path.as_ref().expect("checked by caller");
         let storage = |message: String| SimError::Storage {
             path: path.display().to_string(),
@@ -496,11 +611,14 @@ impl MappingSimulator {
         let result = (|| {
             let disk = read_mapping(path)?;
             let mut st = self.lock();
-            for e in disk.entries {
-                // Entries from other processes; on a conflict the one on disk wins.
-                st.entries.insert((e.tool, e.args), e.response);
-            }
-            let recorded = st.entries.entry(key.clone()).or_insert(response).clone();
+            // Entries from other processes; on a conflict the one on disk wins.
+            st.merge(disk, false);
+            let recorded = st
+                .entries
+                .entry(key.clone())
+                .or_insert(stored)
+                .response
+                .clone();
             let file = MappingFile {
                 task: self.task.clone(),
                 entries: st.entry_list(),
@@ -520,10 +638,8 @@ impl MappingSimulator {
         };
         let disk = read_mapping(path)?;
         let mut st = self.lock();
-        for e in disk.entries {
-            st.entries.entry((e.tool, e.args)).or_insert(e.response);
-        }
-        Ok(st.entries.get(key).cloned())
+        st.merge(disk, true);
+        Ok(st.entries.get(key).map(|s| s.response.clone()))
     }
 }
 

@@ -10,6 +10,34 @@ use crate::tooluse::task::{Slot, Task};
 use std::collections::BTreeSet;
 use std::sync::Arc;
 
+/// Which user simulator answers the agent's questions.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum UserKind {
+    /// The rule-based user ([`RuleUser`]: reveals a slot when a question names one of its
+    /// keywords; no LLM, microseconds per turn).
+    #[default]
+    Rule,
+    /// SynthAgent's LLM user ([`LlmUser`]).
+    Llm,
+}
+
+impl std::str::FromStr for UserKind {
+    type Err = String;
+
+    fn from_str(name: &str) -> Result<Self, String> {
+        match name {
+            "rule" => Ok(UserKind::Rule),
+            "llm" => Ok(UserKind::Llm),
+            other => Err(format!("unknown user simulator {other:?} (rule, llm)")),
+        }
+    }
+}
+
+/// What the agent sees when the user simulator failed (the failure itself goes to the step's
+/// metadata and the log, not into the policy's context).
+pub const USER_UNAVAILABLE: &str = "(The user did not answer.)";
+
 /// A user's reply.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct UserReply {
@@ -151,7 +179,14 @@ impl UserSimulator for LlmUser {
         let mut request = ChatRequest::new(&self.model, self.history.clone());
         request.temperature = Some(0.0);
         request.seed = self.seed;
-        let answer = self.backend.chat(&request)?;
+        let answer = match self.backend.chat(&request) {
+            Ok(answer) => answer,
+            Err(e) => {
+                // The question stays unanswered: the next one starts from the same history.
+                self.history.pop();
+                return Err(e.into());
+            }
+        };
         let text = answer.message.content_str().trim().to_owned();
         self.history
             .push(ChatMessage::text("assistant", text.clone()));

@@ -27,5 +27,6 @@ mod synth_pipeline;
 mod tool_env;
 mod tool_export;
 mod tool_rubric;
+mod tool_simulation;
 mod tool_worlds;
 mod universe;

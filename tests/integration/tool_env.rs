@@ -20,8 +20,6 @@ use rulegym::tooluse::task::CompiledTask;
 use rulegym::tooluse::task::ValidateOptions;
 use rulegym::tooluse::user::{DONT_KNOW, RuleUser, UserSimulator};
 use serde_json::{Value, json};
-use std::io::{BufRead, BufReader, Read, Write};
-use std::net::TcpListener;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
@@ -246,27 +244,30 @@ fn responses_violating_outputs_are_rejected_with_a_reason() {
     assert!(matches!(full, Err(SimError::Full { capacity: 2, .. })));
 }
 
+/// The system prompt of a simulator request.
+fn system_of(req: &ChatRequest) -> &str {
+    req.messages[0].content_str()
+}
+
 #[test]
-fn equivalence_check_reuses_an_earlier_entry() {
+fn equivalence_check_is_part_of_the_one_request_that_answers_a_miss() {
     let tool = trip_task().tool("search_flights").unwrap().clone();
     let outputs = outputs_schema();
-    let generator = flight_backend();
     let backend = Arc::new(ScriptedBackend::new(move |req: &ChatRequest| {
-        let prompt = req.messages.last().unwrap().content_str();
-        if prompt.contains("means exactly the same request") {
-            Ok(assistant_text("1"))
+        let system = system_of(req);
+        if system.contains("[1] search_flights") && system.contains("same_as") {
+            Ok(assistant_text(r#"{"same_as": 1}"#))
         } else {
-            generator.chat(req)
+            Ok(assistant_text(
+                r#"{"response": {"flights": [{"flight_id": "OS123", "price": 120}]}}"#,
+            ))
         }
     }));
     let sim = MappingSimulator::new(
         "t",
         None,
-        Some(backend as Arc<dyn LlmBackend>),
-        MappingConfig {
-            ask_equivalence: true,
-            ..MappingConfig::default()
-        },
+        Some(backend.clone() as Arc<dyn LlmBackend>),
+        MappingConfig::default(),
     )
     .unwrap();
     let a = sim
@@ -284,7 +285,152 @@ fn equivalence_check_reuses_an_earlier_entry() {
         )
         .unwrap();
     assert_eq!(a, b);
-    assert_eq!(sim.len(), 2);
+    assert_eq!(
+        backend.calls(),
+        2,
+        "one request per miss, the check included"
+    );
+    let entries = sim.entries();
+    assert_eq!(entries.len(), 2);
+    let matched = entries.iter().find(|e| e.args.contains("oslo")).unwrap();
+    assert_eq!(
+        matched.same_as.as_deref(),
+        Some(r#"{"date":"2024-06-03","destination":"Oslo"}"#),
+        "the match is recorded"
+    );
+    // With the check off, the prompt offers no `same_as` and a new response is generated.
+    let plain = MappingSimulator::new(
+        "t",
+        None,
+        Some(backend.clone() as Arc<dyn LlmBackend>),
+        MappingConfig {
+            semantic_equivalence: false,
+            ..MappingConfig::default()
+        },
+    )
+    .unwrap();
+    plain
+        .lookup(
+            &tool,
+            &outputs,
+            &json!({"destination": "Oslo", "date": "x"}),
+        )
+        .unwrap();
+    plain
+        .lookup(
+            &tool,
+            &outputs,
+            &json!({"destination": "oslo", "date": "x"}),
+        )
+        .unwrap();
+    assert!(plain.entries().iter().all(|e| e.same_as.is_none()));
+}
+
+#[test]
+fn the_whole_mapping_is_shown_within_the_character_budget() {
+    let task = trip_task();
+    let tool = task.tool("search_flights").unwrap().clone();
+    let outputs = outputs_schema();
+    let seen = Arc::new(std::sync::Mutex::new(String::new()));
+    let record = seen.clone();
+    let backend = Arc::new(ScriptedBackend::new(move |req: &ChatRequest| {
+        *record.lock().unwrap() = system_of(req).to_owned();
+        Ok(assistant_text(r#"{"flights": []}"#))
+    }));
+    let make = |context_chars| {
+        let sim = MappingSimulator::new(
+            "t",
+            None,
+            Some(backend.clone() as Arc<dyn LlmBackend>),
+            MappingConfig {
+                context_chars,
+                ..MappingConfig::default()
+            },
+        )
+        .unwrap();
+        for i in 0..30 {
+            let args = json!({"destination": format!("City{i:02}"), "date": "d"});
+            sim.insert("search_flights", &args, json!({"flights": []}))
+                .unwrap();
+        }
+        sim.insert(
+            "book_flight",
+            &json!({"flight_id": "X"}),
+            json!({"ok": true}),
+        )
+        .unwrap();
+        sim
+    };
+    make(16_000)
+        .lookup(
+            &tool,
+            &outputs,
+            &json!({"destination": "Nowhere", "date": "d"}),
+        )
+        .unwrap();
+    let prompt = seen.lock().unwrap().clone();
+    assert!(
+        prompt.contains("[30] search_flights"),
+        "more than 8 earlier calls: {prompt}"
+    );
+    assert!(
+        prompt.contains("[31] book_flight"),
+        "other tools' calls too"
+    );
+    make(300)
+        .lookup(
+            &tool,
+            &outputs,
+            &json!({"destination": "Nowhere", "date": "d"}),
+        )
+        .unwrap();
+    let prompt = seen.lock().unwrap().clone();
+    assert!(prompt.contains("[1] search_flights") && !prompt.contains("[30]"));
+}
+
+#[test]
+fn an_invalid_match_is_retried_with_the_reason_then_becomes_an_error() {
+    let tool = trip_task().tool("search_flights").unwrap().clone();
+    let outputs = outputs_schema();
+    let backend = Arc::new(ScriptedBackend::new(|req: &ChatRequest| {
+        // Always name the book_flight entry, which is not a call of this tool.
+        assert!(
+            req.messages.len() == 2
+                || req
+                    .messages
+                    .last()
+                    .unwrap()
+                    .content_str()
+                    .contains("not of")
+        );
+        Ok(assistant_text(r#"{"same_as": 1}"#))
+    }));
+    let sim = MappingSimulator::new(
+        "t",
+        None,
+        Some(backend.clone() as Arc<dyn LlmBackend>),
+        MappingConfig::default(),
+    )
+    .unwrap();
+    sim.insert(
+        "book_flight",
+        &json!({"flight_id": "X"}),
+        json!({"ok": true}),
+    )
+    .unwrap();
+    let err = sim
+        .lookup(
+            &tool,
+            &outputs,
+            &json!({"destination": "Oslo", "date": "d"}),
+        )
+        .unwrap_err();
+    assert!(
+        matches!(&err, SimError::InvalidResponse { attempts: 3, reason, .. } if reason.contains("not of `search_flights`")),
+        "{err}"
+    );
+    assert_eq!(backend.calls(), 3);
+    assert_eq!(sim.len(), 1, "nothing recorded for the failed call");
 }
 
 #[test]
@@ -510,63 +656,9 @@ fn errors_become_tool_error_facts_and_markers_end_episodes() {
     assert_eq!(last.metadata["reason"], "turn_cap");
 }
 
-/// A local OpenAI-compatible server whose answers come from `policy(request body)`. The first
-/// `fail_first` requests get a 500 (the client must retry).
-fn serve(
-    policy: impl Fn(&Value) -> Value + Send + Sync + 'static,
-    fail_first: u64,
-) -> (String, Arc<AtomicU64>) {
-    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-    let addr = listener.local_addr().unwrap();
-    let count = Arc::new(AtomicU64::new(0));
-    let seen = count.clone();
-    std::thread::spawn(move || {
-        for stream in listener.incoming() {
-            let Ok(mut stream) = stream else { continue };
-            let mut reader = BufReader::new(stream.try_clone().unwrap());
-            let mut len = 0;
-            loop {
-                let mut line = String::new();
-                if reader.read_line(&mut line).unwrap_or(0) == 0 {
-                    break;
-                }
-                let lower = line.to_ascii_lowercase();
-                if let Some(v) = lower.strip_prefix("content-length:") {
-                    len = v.trim().parse().unwrap();
-                }
-                if line == "\r\n" {
-                    break;
-                }
-            }
-            let mut body = vec![0; len];
-            reader.read_exact(&mut body).unwrap();
-            let n = seen.fetch_add(1, Ordering::SeqCst);
-            let (status, text) = if n < fail_first {
-                (
-                    "500 Internal Server Error",
-                    "{\"error\": \"busy\"}".to_owned(),
-                )
-            } else {
-                let request: Value = serde_json::from_slice(&body).unwrap();
-                let message = policy(&request);
-                let finish = if message.get("tool_calls").is_some() {
-                    "tool_calls"
-                } else {
-                    "stop"
-                };
-                let reply = json!({"id": "x", "object": "chat.completion", "choices": [
-                    {"index": 0, "message": message, "finish_reason": finish}]});
-                ("200 OK", reply.to_string())
-            };
-            let _ = write!(
-                stream,
-                "HTTP/1.1 {status}\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{text}",
-                text.len()
-            );
-        }
-    });
-    (format!("http://{addr}/v1"), count)
-}
+#[path = "../support/openai_stub.rs"]
+mod openai_stub;
+use openai_stub::serve;
 
 fn turn_of(request: &Value) -> usize {
     request["messages"]
@@ -803,5 +895,97 @@ fn cli_plays_tasks_and_replays_them_offline() {
     // Offline replay from the recorded cache: identical output, no request sent.
     let second = run(&["--replay"]);
     assert_eq!(first, second);
+    assert_eq!(count.load(Ordering::SeqCst), calls);
+}
+
+/// The agent, the simulator and a judge that says every item passed except `asked_date`.
+fn agent_simulator_and_judge(r: &Value) -> Value {
+    let first = r["messages"][0]["content"].as_str().unwrap_or_default();
+    if first.starts_with("You grade an assistant's episode") {
+        let ids: Vec<String> = first
+            .lines()
+            .filter_map(|l| l.strip_prefix("- "))
+            .filter_map(|l| l.split_once(" (").map(|(id, _)| id.to_owned()))
+            .filter(|id| !id.contains(':'))
+            .collect();
+        let verdicts: serde_json::Map<String, Value> = ids
+            .into_iter()
+            .map(|id| {
+                let forbidden = id.starts_with("no_");
+                let holds = !forbidden && id != "asked_date";
+                (id, Value::Bool(holds))
+            })
+            .collect();
+        return say(&Value::Object(verdicts).to_string());
+    }
+    agent_and_simulator(r)
+}
+
+#[test]
+fn cli_reports_where_rules_and_judge_disagree_and_replays_it() {
+    let (endpoint, count) = serve(agent_simulator_and_judge, 0);
+    let dir = tempfile::tempdir().unwrap();
+    let tasks = dir.path().join("tasks.jsonl");
+    let task: Value = serde_json::from_str(include_str!("../fixtures/tools/trip.json")).unwrap();
+    std::fs::write(&tasks, format!("{task}\n")).unwrap();
+    let play = dir.path().join("play");
+    cli::run_ok(
+        cli::rulegym()
+            .args(["tools", "play", "--tasks"])
+            .arg(&tasks)
+            .args([
+                "--endpoint",
+                &endpoint,
+                "--model",
+                "scripted",
+                "--seed",
+                "7",
+                "--out",
+            ])
+            .arg(&play),
+    );
+    let agree = dir.path().join("agree");
+    let run = |extra: &[&str]| {
+        let out = cli::run_ok(
+            cli::rulegym()
+                .args(["tools", "agree", "--tasks"])
+                .arg(&tasks)
+                .arg("--trajectories")
+                .arg(play.join("trajectories.jsonl"))
+                .args(["--judge-model", "j", "--out"])
+                .arg(&agree)
+                .args(extra),
+        );
+        (
+            String::from_utf8(out.stdout).unwrap(),
+            std::fs::read(agree.join("agreement.json")).unwrap(),
+        )
+    };
+    let (table, report) = run(&["--judge-endpoint", &endpoint]);
+    let v: Value = serde_json::from_slice(&report).unwrap();
+    assert_eq!(v["trajectories"], 1);
+    assert_eq!(v["judge_failures"], 0);
+    let items = task["rubric"]["forbidden"].as_array().unwrap().len()
+        + task["rubric"]["subgoals"].as_array().unwrap().len()
+        + task["rubric"]["interactions"].as_array().unwrap().len();
+    let m = &v["items"];
+    let total: u64 = [
+        "both_passed",
+        "rules_passed_judge_failed",
+        "rules_failed_judge_passed",
+        "both_failed",
+    ]
+    .iter()
+    .map(|k| m[k].as_u64().unwrap())
+    .sum();
+    assert_eq!(total as usize, items);
+    assert_eq!(m["rules_passed_judge_failed"], 1, "asked_date: {v:#}");
+    assert_eq!(v["rewards"][0]["rules"], 1.0);
+    assert!(v["rewards"][0]["judge"].as_f64().unwrap() < 1.0);
+    assert!(table.contains("| all items |"), "{table}");
+    // The judge's answers are recorded: an offline rerun gives the same bytes.
+    let calls = count.load(Ordering::SeqCst);
+    let (_, again) = run(&["--replay-only"]);
+    assert_eq!(again, report);
     assert_eq!(count.load(Ordering::SeqCst), calls);
 }

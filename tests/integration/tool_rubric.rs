@@ -389,43 +389,94 @@ fn rule_less_items_are_judged_strictly() {
     let mut task = trip_task();
     task.rubric.subgoals[0].rule = None;
     let program = RubricProgram::compile(&task).unwrap();
-    let yes: Arc<dyn LlmBackend> = Arc::new(ScriptedBackend::constant("YES"));
-    let r = scorer()
-        .score(
-            &task,
-            &program,
-            &good_trajectory(),
-            Some(&LlmJudge::new(yes, "j", Some(0))),
-        )
-        .unwrap();
+    let judge = |text: &str| {
+        let backend: Arc<dyn LlmBackend> = Arc::new(ScriptedBackend::constant(text));
+        LlmJudge::new(backend, "j", Some(0))
+    };
+    let score =
+        |text: &str| scorer().score(&task, &program, &good_trajectory(), Some(&judge(text)));
+    let r = score(r#"{"searched_oslo": true}"#).unwrap();
     assert_eq!(r.reward, 1.0);
     assert_eq!(
         r.items.iter().find(|i| i.id == "searched_oslo").unwrap().by,
         "judge"
     );
-    let no: Arc<dyn LlmBackend> = Arc::new(ScriptedBackend::constant("No."));
-    let r = scorer()
-        .score(
-            &task,
-            &program,
-            &good_trajectory(),
-            Some(&LlmJudge::new(no, "j", Some(0))),
-        )
-        .unwrap();
-    assert!(r.reward < 1.0);
-    let vague: Arc<dyn LlmBackend> = Arc::new(ScriptedBackend::constant("Probably yes"));
-    let err = scorer()
-        .score(
-            &task,
-            &program,
-            &good_trajectory(),
-            Some(&LlmJudge::new(vague, "j", Some(0))),
-        )
-        .unwrap_err();
     assert!(
-        matches!(err, RubricError::Judge { .. }),
-        "an unparseable verdict is an error, never a reward"
+        r.items
+            .iter()
+            .filter(|i| i.id != "searched_oslo")
+            .all(|i| i.by == "rule")
     );
+    assert!(score(r#"{"searched_oslo": "no"}"#).unwrap().reward < 1.0);
+    for vague in [
+        "Probably yes",
+        r#"{"searched_oslo": "maybe"}"#,
+        r#"{}"#,
+        r#"{"searched_oslo": true, "invented": false}"#,
+    ] {
+        let err = score(vague).unwrap_err();
+        assert!(
+            matches!(err, RubricError::Judge { .. }),
+            "an unparseable verdict is an error, never a reward: {vague} -> {err}"
+        );
+    }
+}
+
+#[test]
+fn the_paper_reward_judges_every_item_in_one_request() {
+    use rulegym::llm::{ChatRequest, LlmBackend, ScriptedBackend, assistant_text};
+    use rulegym::tooluse::rubric::ScoreBy;
+    use rulegym::tooluse::rubric::judge::{JUDGE_TEMPERATURE, LlmJudge};
+    use std::sync::Arc;
+    let task = trip_task();
+    let program = RubricProgram::compile(&task).unwrap();
+    let ids: Vec<String> = program.items.iter().map(|i| i.id.clone()).collect();
+    // Every item holds except the first interaction: forbidden items "held" means violated.
+    let forbidden: Vec<String> = program
+        .items
+        .iter()
+        .filter(|i| i.kind == rulegym::tooluse::task::ItemKind::Forbidden)
+        .map(|i| i.id.clone())
+        .collect();
+    let backend = Arc::new(ScriptedBackend::new(move |req: &ChatRequest| {
+        assert_eq!(req.temperature, Some(JUDGE_TEMPERATURE));
+        let prompt = req.messages[0].content_str();
+        let verdicts: serde_json::Map<String, serde_json::Value> = ids
+            .iter()
+            .map(|id| {
+                assert!(prompt.contains(id.as_str()), "item {id} is shown");
+                let holds = !forbidden.contains(id) && id != "asked_destination";
+                (id.clone(), serde_json::Value::Bool(holds))
+            })
+            .collect();
+        Ok(assistant_text(
+            &serde_json::Value::Object(verdicts).to_string(),
+        ))
+    }));
+    let judged = RubricScorer::new(ScoreConfig {
+        by: ScoreBy::Judge,
+        ..ScoreConfig::default()
+    })
+    .unwrap();
+    let judge = LlmJudge::new(backend.clone() as Arc<dyn LlmBackend>, "j", Some(0));
+    let r = judged
+        .score(&task, &program, &good_trajectory(), Some(&judge))
+        .unwrap();
+    assert_eq!(backend.calls(), 1);
+    assert!(r.items.iter().all(|i| i.by == "judge"));
+    assert!(!r.forbidden_violated);
+    let interactions = task.rubric.interactions.len() as f64;
+    let expected = (1.0 + (interactions - 1.0) / interactions) / 2.0;
+    assert!(
+        (r.reward - expected).abs() < 1e-12,
+        "{} vs {expected}",
+        r.reward
+    );
+    // Without a judge, judge scoring is an error, not a rules fallback.
+    let err = judged
+        .score(&task, &program, &good_trajectory(), None)
+        .unwrap_err();
+    assert!(matches!(err, RubricError::JudgeRequired(_)));
 }
 
 /// The sub-goal `task_with_rule` replaces.

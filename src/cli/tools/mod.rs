@@ -4,11 +4,13 @@
 use crate::Result;
 use crate::llm::openai::{OpenAiBackend, OpenAiConfig};
 use crate::llm::{CacheMode, CachedBackend, ChatMessage, LlmBackend};
-use crate::tooluse::env::{ToolEnv, ToolEnvConfig, play_episode, trajectory_from_messages};
-use crate::tooluse::rubric::{RewardVariant, RubricScorer, ScoreConfig};
-use crate::tooluse::simulator::{MappingConfig, MappingSimulator};
+use crate::tooluse::env::{ToolEnvConfig, play_episode, trajectory_from_messages};
+use crate::tooluse::rubric::agreement::AgreementReport;
+use crate::tooluse::rubric::judge::LlmJudge;
+use crate::tooluse::rubric::{ItemJudge, RewardVariant, RubricScorer, ScoreBy, ScoreConfig};
+use crate::tooluse::simulation::{Simulation, SimulationConfig};
 use crate::tooluse::task::{TaskError, ValidateOptions, load_tasks};
-use crate::tooluse::user::{LlmUser, RuleUser, UserSimulator};
+use crate::tooluse::user::UserKind;
 use serde_json::{Value, json};
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -34,6 +36,9 @@ enum Command {
     Generate(generate::GenerateArgs),
     /// Replay the reference solution of generated tasks in the tool environment.
     Oracle(generate::OracleArgs),
+    /// Score recorded episodes with both the Prolog rubric and SynthAgent's LLM judge and report
+    /// their agreement (confusion matrices, Cohen's kappa).
+    Agree(AgreeArgs),
 }
 
 /// Flags of `rulegym tools score`.
@@ -88,6 +93,25 @@ pub struct PlayArgs {
     /// Simulator model; defaults to --model.
     #[arg(long)]
     sim_model: Option<String>,
+    /// Turn SynthAgent's semantic-equivalence check off (a new call is then always answered
+    /// with a new response; exact canonical repeats still reuse theirs).
+    #[arg(long)]
+    no_semantic_equivalence: bool,
+    /// Start each task's mapping from DIR/<id>.json when OUT has none (e.g. the mappings/ that
+    /// `rulegym synth` wrote: the teacher's tool responses).
+    #[arg(long)]
+    seed_mappings: Option<PathBuf>,
+    /// Who decides the reward: rules (the rubric's Prolog rules; default) or judge
+    /// (SynthAgent's LLM judge over the whole rubric, recorded in OUT/llm-cache).
+    #[arg(long, default_value = "rules")]
+    reward: String,
+    /// Endpoint of the judge (--reward judge, and rubric items without a rule); defaults to
+    /// the simulator's.
+    #[arg(long)]
+    judge_endpoint: Option<String>,
+    /// Judge model; defaults to the simulator's.
+    #[arg(long)]
+    judge_model: Option<String>,
     /// Name of an environment variable holding the API key.
     #[arg(long)]
     api_key_env: Option<String>,
@@ -100,12 +124,46 @@ pub struct PlayArgs {
     /// Seed passed to the endpoints.
     #[arg(long, default_value_t = 0)]
     seed: u64,
-    /// Replay only from OUT/llm-cache (no network; a miss is an error).
-    #[arg(long)]
+    /// Replay only from OUT (llm-cache/ and mappings/; no network; a miss is an error for the
+    /// agent, a tool error or an unanswered question for the simulators).
+    #[arg(long, visible_alias = "replay-only")]
     replay: bool,
     /// Episodes in flight at once.
     #[arg(long, default_value_t = 4)]
     concurrency: usize,
+    /// Reward variant: paper, peer-weighted or peer-strict.
+    #[arg(long, default_value = "paper")]
+    variant: String,
+}
+
+/// Flags of `rulegym tools agree`.
+#[derive(clap::Args, Debug)]
+pub struct AgreeArgs {
+    /// Task file.
+    #[arg(long)]
+    tasks: PathBuf,
+    /// Recorded episodes: the trajectories.jsonl of `tools play` (one JSON object per line with
+    /// "id" and "messages").
+    #[arg(long)]
+    trajectories: PathBuf,
+    /// OpenAI-compatible endpoint of the judge; not needed with --replay-only.
+    #[arg(long)]
+    judge_endpoint: Option<String>,
+    /// Judge model.
+    #[arg(long)]
+    judge_model: String,
+    /// Output directory: agreement.json and llm-cache/ (the judge's recorded answers).
+    #[arg(long)]
+    out: PathBuf,
+    /// Only replay the judge's answers from OUT/llm-cache.
+    #[arg(long)]
+    replay_only: bool,
+    /// Name of an environment variable holding the API key.
+    #[arg(long)]
+    api_key_env: Option<String>,
+    /// Seed sent to the judge.
+    #[arg(long, default_value_t = 0)]
+    seed: u64,
     /// Reward variant: paper, peer-weighted or peer-strict.
     #[arg(long, default_value = "paper")]
     variant: String,
@@ -126,6 +184,7 @@ pub fn run(args: Args) -> Result<()> {
         Command::Play(a) => play(a),
         Command::Generate(a) => generate::run_generate(a),
         Command::Oracle(a) => generate::run_oracle(a),
+        Command::Agree(a) => agree(a),
     }
 }
 
@@ -170,6 +229,51 @@ fn score(args: ScoreArgs) -> Result<()> {
     Ok(())
 }
 
+/// The HTTP client of an endpoint (the one LLM client), with the API key from `api_key_env`.
+fn client(
+    endpoint: &str,
+    api_key_env: Option<&str>,
+    max_concurrency: usize,
+) -> Result<Arc<dyn LlmBackend>> {
+    let api_key = match api_key_env {
+        Some(var) => Some(
+            std::env::var(var)
+                .ok()
+                .filter(|k| !k.trim().is_empty())
+                .ok_or_else(|| {
+                    crate::Error::Config(format!(
+                        "--api-key-env {var}: the variable is not set or empty"
+                    ))
+                })?,
+        ),
+        None => None,
+    };
+    Ok(Arc::new(OpenAiBackend::new(OpenAiConfig {
+        endpoint: endpoint.to_owned(),
+        api_key,
+        timeout: Duration::from_secs(300),
+        max_concurrency: max_concurrency.max(1),
+        ..OpenAiConfig::default()
+    })?))
+}
+
+fn score_config(variant_name: &str, by: &str) -> Result<ScoreConfig> {
+    let by = match by {
+        "rules" => ScoreBy::Rules,
+        "judge" => ScoreBy::Judge,
+        other => {
+            return Err(crate::Error::Config(format!(
+                "unknown reward source {other:?} (rules, judge)"
+            )));
+        }
+    };
+    Ok(ScoreConfig {
+        variant: variant(variant_name)?,
+        by,
+        ..ScoreConfig::default()
+    })
+}
+
 fn play(args: PlayArgs) -> Result<()> {
     let stage: crate::preset::Stage = args.stage.parse()?;
     let mut env_config = match &args.preset {
@@ -185,25 +289,16 @@ fn play(args: PlayArgs) -> Result<()> {
         env_config.max_turns = t;
     }
     env_config.validate()?;
-    if args.user != "rule" && args.user != "llm" {
-        return Err(crate::Error::Config(format!(
-            "unknown user simulator {:?} (rule, llm)",
-            args.user
-        )));
-    }
+    let user: UserKind = args.user.parse().map_err(crate::Error::Config)?;
+    let score = score_config(&args.variant, &args.reward)?;
     let tasks = load_tasks(&args.tasks, ValidateOptions::default())?;
-    let api_key = args
-        .api_key_env
-        .as_ref()
-        .and_then(|var| std::env::var(var).ok());
-    let client = |endpoint: &str| -> Result<Arc<dyn LlmBackend>> {
-        Ok(Arc::new(OpenAiBackend::new(OpenAiConfig {
-            endpoint: endpoint.to_owned(),
-            api_key: api_key.clone(),
-            timeout: Duration::from_secs(300),
-            max_concurrency: args.concurrency.max(1) * 2,
-            ..OpenAiConfig::default()
-        })?))
+    let connections = args.concurrency.max(1) * 2;
+    let online = |endpoint: &str| -> Result<Option<Arc<dyn LlmBackend>>> {
+        if args.replay {
+            Ok(None)
+        } else {
+            client(endpoint, args.api_key_env.as_deref(), connections).map(Some)
+        }
     };
     let mode = if args.replay {
         CacheMode::Replay
@@ -211,13 +306,6 @@ fn play(args: PlayArgs) -> Result<()> {
         CacheMode::Record
     };
     let cache_dir = args.out.join("llm-cache");
-    let online = |endpoint: &str| -> Result<Option<Arc<dyn LlmBackend>>> {
-        if args.replay {
-            Ok(None)
-        } else {
-            client(endpoint).map(Some)
-        }
-    };
     let agent: Arc<dyn LlmBackend> = Arc::new(CachedBackend::new(
         online(&args.endpoint)?,
         &cache_dir,
@@ -225,12 +313,31 @@ fn play(args: PlayArgs) -> Result<()> {
     ));
     let sim_endpoint = args.sim_endpoint.clone().unwrap_or(args.endpoint.clone());
     let sim_model = args.sim_model.clone().unwrap_or(args.model.clone());
-    let sim: Arc<dyn LlmBackend> =
-        Arc::new(CachedBackend::new(online(&sim_endpoint)?, &cache_dir, mode));
-    let scorer = Arc::new(RubricScorer::new(ScoreConfig {
-        variant: variant(&args.variant)?,
-        ..ScoreConfig::default()
-    })?);
+    let simulation = Simulation::with_backend(
+        SimulationConfig {
+            endpoint: Some(sim_endpoint.clone()),
+            model: sim_model.clone(),
+            user,
+            dir: Some(args.out.clone()),
+            seed_mappings: args.seed_mappings.clone(),
+            replay_only: args.replay,
+            semantic_equivalence: !args.no_semantic_equivalence,
+            max_concurrency: connections,
+            seed: args.seed,
+            ..SimulationConfig::default()
+        },
+        online(&sim_endpoint)?,
+    )?;
+    let judge: Arc<dyn ItemJudge> = Arc::new(LlmJudge::new(
+        Arc::new(CachedBackend::new(
+            online(args.judge_endpoint.as_deref().unwrap_or(&sim_endpoint))?,
+            &cache_dir,
+            mode,
+        )),
+        args.judge_model.as_deref().unwrap_or(&sim_model),
+        Some(args.seed),
+    ));
+    let scorer = Arc::new(RubricScorer::new(score)?);
     let pool = rayon::ThreadPoolBuilder::new()
         .num_threads(args.concurrency.max(1))
         .build()
@@ -240,35 +347,10 @@ fn play(args: PlayArgs) -> Result<()> {
         tasks
             .into_par_iter()
             .map(|task| {
-                let id = task.id.clone();
                 let world = Arc::new(task.compile(ValidateOptions::default())?);
-                let mapping = Arc::new(MappingSimulator::new(
-                    &id,
-                    Some(args.out.join("mappings").join(format!("{id}.json"))),
-                    Some(sim.clone()),
-                    MappingConfig {
-                        model: sim_model.clone(),
-                        seed: Some(args.seed),
-                        ..MappingConfig::default()
-                    },
-                )?);
-                let user: Box<dyn UserSimulator> = if args.user == "llm" {
-                    Box::new(LlmUser::new(
-                        &world.task,
-                        sim.clone(),
-                        &sim_model,
-                        Some(args.seed),
-                    ))
-                } else {
-                    Box::new(RuleUser::new(&world.task))
-                };
-                let mut env = ToolEnv::new(
-                    world,
-                    Some(mapping),
-                    user,
-                    scorer.clone(),
-                    env_config.clone(),
-                );
+                let mut env = simulation
+                    .env(world, scorer.clone(), env_config.clone())?
+                    .with_judge(judge.clone());
                 let episode = play_episode(
                     &mut env,
                     agent.as_ref(),
@@ -282,9 +364,11 @@ fn play(args: PlayArgs) -> Result<()> {
     });
     let mut lines = String::new();
     let mut rewards = Vec::new();
+    let mut failed_simulations = 0;
     for episode in episodes {
         let episode = episode?;
         rewards.push(episode["reward"].as_f64().unwrap_or(0.0));
+        failed_simulations += episode["simulation_errors"].as_array().map_or(0, Vec::len);
         lines.push_str(&episode.to_string());
         lines.push('\n');
     }
@@ -297,7 +381,64 @@ fn play(args: PlayArgs) -> Result<()> {
     };
     println!(
         "{}",
-        json!({"episodes": rewards.len(), "mean_reward": mean, "rewards": rewards, "out": path})
+        json!({"episodes": rewards.len(), "mean_reward": mean, "rewards": rewards,
+               "failed_simulations": failed_simulations, "out": path})
     );
+    Ok(())
+}
+
+fn agree(args: AgreeArgs) -> Result<()> {
+    let tasks = load_tasks(&args.tasks, ValidateOptions::default())?;
+    let text = std::fs::read_to_string(&args.trajectories).map_err(|source| crate::Error::Io {
+        context: format!("reading {}", args.trajectories.display()),
+        source,
+    })?;
+    let inner = match (&args.judge_endpoint, args.replay_only) {
+        (_, true) => None,
+        (Some(endpoint), false) => Some(client(endpoint, args.api_key_env.as_deref(), 4)?),
+        (None, false) => {
+            return Err(crate::Error::Config(
+                "--judge-endpoint is required unless --replay-only".into(),
+            ));
+        }
+    };
+    let mode = if args.replay_only {
+        CacheMode::Replay
+    } else {
+        CacheMode::Record
+    };
+    let judge = LlmJudge::new(
+        Arc::new(CachedBackend::new(inner, &args.out.join("llm-cache"), mode)),
+        &args.judge_model,
+        Some(args.seed),
+    );
+    let rules = RubricScorer::new(score_config(&args.variant, "rules")?)?;
+    let judged = RubricScorer::new(score_config(&args.variant, "judge")?)?;
+    let mut report = AgreementReport::default();
+    for (i, line) in text.lines().enumerate() {
+        if line.trim().is_empty() {
+            continue;
+        }
+        let context = format!("{}:{}", args.trajectories.display(), i + 1);
+        let episode: Value = serde_json::from_str(line).map_err(|source| crate::Error::Json {
+            context: context.clone(),
+            source,
+        })?;
+        let id = episode["id"].as_str().unwrap_or_default();
+        let task = tasks
+            .iter()
+            .find(|t| t.id == id)
+            .ok_or_else(|| TaskError::NotFound(id.to_owned()))?;
+        let world = Arc::new(task.clone().compile(ValidateOptions::default())?);
+        let messages: Vec<ChatMessage> = serde_json::from_value(episode["messages"].clone())
+            .map_err(|source| crate::Error::Json { context, source })?;
+        let trajectory = trajectory_from_messages(&world, &messages)?;
+        let by_rules = rules.score(&world.task, &world.program, &trajectory, None)?;
+        let by_judge = judged.score(&world.task, &world.program, &trajectory, Some(&judge));
+        report.add(id, &by_rules, by_judge.map_err(|e| e.to_string()));
+    }
+    let json = serde_json::to_vec_pretty(&report).unwrap_or_default();
+    crate::io::write_file_atomic(&args.out.join("agreement.json"), &json)?;
+    println!("{}", report.markdown());
     Ok(())
 }

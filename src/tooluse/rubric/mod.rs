@@ -14,6 +14,7 @@
 //! interaction fraction)`; an empty list counts as fraction 1. See [`RewardVariant`] for the
 //! peer's other versions.
 
+pub mod agreement;
 pub mod check;
 pub mod judge;
 mod program;
@@ -159,17 +160,29 @@ pub struct RubricResult {
     pub items: Vec<ItemResult>,
 }
 
-/// Judges items that have no rule (an LLM; see [`crate::llm`]). Must return an error, never
-/// a guess, when it cannot decide.
+/// Judges rubric items (an LLM: [`judge::LlmJudge`]). One call judges a list of items; it must
+/// return an error, never a guess, when it cannot decide.
 pub trait ItemJudge: Send + Sync {
-    /// Whether the item holds for the trajectory (for forbidden items: whether the behaviour
-    /// occurred).
+    /// Whether each item holds for the trajectory (for forbidden items: whether the behaviour
+    /// occurred), in the order given.
     fn judge(
         &self,
         task: &Task,
-        item: &CompiledItem,
+        items: &[&CompiledItem],
         trajectory: &Trajectory,
-    ) -> Result<bool, RubricError>;
+    ) -> Result<Vec<bool>, RubricError>;
+}
+
+/// Who decides the rubric's items.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ScoreBy {
+    /// rulegym's default: every item with a rule is decided by its Prolog rule (exact,
+    /// reproducible); only items without a rule go to the judge.
+    #[default]
+    Rules,
+    /// SynthAgent's reward: an LLM judge decides every item (rules are not run).
+    Judge,
 }
 
 /// Scoring options.
@@ -184,6 +197,8 @@ pub struct ScoreConfig {
     /// reconsulted or abolished (~40 KB per generated task's rubric), so only a new machine
     /// gives it back; this bounds a scorer's memory at roughly `max_rubrics` rubrics.
     pub max_rubrics: usize,
+    /// Who decides the items.
+    pub by: ScoreBy,
 }
 
 impl Default for ScoreConfig {
@@ -192,6 +207,7 @@ impl Default for ScoreConfig {
             item_inferences: 200_000,
             variant: RewardVariant::Paper,
             max_rubrics: 1024,
+            by: ScoreBy::Rules,
         }
     }
 }
@@ -323,13 +339,19 @@ impl RubricScorer {
         trajectory: &Trajectory,
         judge: Option<&dyn ItemJudge>,
     ) -> Result<RubricResult, RubricError> {
+        if self.config.by == ScoreBy::Judge {
+            let judge = judge.ok_or_else(|| RubricError::JudgeRequired("(every item)".into()))?;
+            let items: Vec<&CompiledItem> = program.items.iter().collect();
+            let verdicts = judge.judge(task, &items, trajectory)?;
+            let outcomes = verdicts.into_iter().map(|v| (v, None, "judge")).collect();
+            return Ok(combine(program, outcomes, self.config.variant));
+        }
         let engine = self.engine_with(program)?;
         let indices: Vec<Term> = program
             .items
             .iter()
             .filter_map(|i| i.index.map(|n| Term::Int(i64::from(n))))
             .collect();
-        let mut outcomes: Vec<(bool, Option<i64>, &'static str)> = Vec::new();
         let rule_results = if indices.is_empty() {
             Vec::new()
         } else {
@@ -348,6 +370,18 @@ impl RubricScorer {
                 }
             }
         };
+        // The items without a rule, judged in one call.
+        let unruled: Vec<&CompiledItem> =
+            program.items.iter().filter(|i| i.index.is_none()).collect();
+        let mut verdicts = match unruled.first() {
+            None => Vec::new(),
+            Some(first) => {
+                let judge = judge.ok_or_else(|| RubricError::JudgeRequired(first.id.clone()))?;
+                judge.judge(task, &unruled, trajectory)?
+            }
+        }
+        .into_iter();
+        let mut outcomes: Vec<(bool, Option<i64>, &'static str)> = Vec::new();
         let mut rule_results = rule_results.into_iter();
         for item in &program.items {
             match item.index {
@@ -382,8 +416,10 @@ impl RubricScorer {
                     });
                 }
                 None => {
-                    let judge = judge.ok_or_else(|| RubricError::JudgeRequired(item.id.clone()))?;
-                    outcomes.push((judge.judge(task, item, trajectory)?, None, "judge"));
+                    let verdict = verdicts
+                        .next()
+                        .ok_or_else(|| RubricError::Decode("too few verdicts".into()))?;
+                    outcomes.push((verdict, None, "judge"));
                 }
             }
         }
