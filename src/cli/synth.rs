@@ -5,7 +5,7 @@
 use crate::Result;
 use crate::llm::LlmBackend;
 use crate::llm::openai::{OpenAiBackend, OpenAiConfig};
-use crate::synth::{self, PipelineConfig, Stage, UserKind};
+use crate::synth::{self, Extraction, PipelineConfig, Stage, UserKind};
 use serde_json::json;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -16,7 +16,8 @@ const RESUME_HELP: &str = "\
 Resuming: rerunning into the same --out continues where the last run stopped. Every record \
 carries a fingerprint of what produced it (the stage's prompt version and text, the settings \
 the stage uses: --model, --sim-model, --temperature, --teacher-temperature, --seed, \
---max-tokens, --rollouts, --max-turns, --user, and the exact record it was made from). A \
+--max-tokens, --rollouts, --max-turns, --user, --extraction, whether set by a flag or by \
+--preset, and the exact record it was made from). A \
 stage keeps the records whose fingerprint matches the current input and settings, recomputes \
 the others (an identical LLM request is answered from the cache), and drops the records of \
 ids that are no longer in its input (e.g. another --personas file). The filter stage \
@@ -56,30 +57,41 @@ pub struct Args {
     /// Items processed at once.
     #[arg(long, default_value_t = 4)]
     concurrency: usize,
-    /// Teacher rollouts per task (at least 2).
-    #[arg(long, default_value_t = 2)]
-    rollouts: u32,
-    /// User simulator of teacher rollouts: llm or rule.
-    #[arg(long, default_value = "llm")]
-    user: String,
-    /// Sampling temperature of the generating stages.
-    #[arg(long, default_value_t = 0.7)]
-    temperature: f64,
-    /// Sampling temperature of the teacher.
-    #[arg(long, default_value_t = 0.7)]
-    teacher_temperature: f64,
+    /// A synthesis preset (`presets/synth/<name>.json`): synthagent gives the paper's 4 teacher
+    /// rollouts, per-trajectory rubric extraction, LLM user, 16 turns and coverage-only filter
+    /// (--min-best-reward 0). Flags below override it.
+    #[arg(long)]
+    preset: Option<String>,
+    /// Teacher rollouts per task, at least 2 [2, or the preset's].
+    #[arg(long)]
+    rollouts: Option<u32>,
+    /// Rubric extraction: joint (one request over all usable rollouts) or per-trajectory (one
+    /// request per usable rollout, merged) [joint, or the preset's].
+    #[arg(long)]
+    extraction: Option<String>,
+    /// User simulator of teacher rollouts: llm or rule [llm, or the preset's].
+    #[arg(long)]
+    user: Option<String>,
+    /// Sampling temperature of the generating stages [0.7, or the preset's].
+    #[arg(long)]
+    temperature: Option<f64>,
+    /// Sampling temperature of the teacher [0.7, or the preset's].
+    #[arg(long)]
+    teacher_temperature: Option<f64>,
     /// Seed passed to the endpoint.
     #[arg(long, default_value_t = 0)]
     seed: u64,
-    /// Agent turns per teacher rollout (also the tasks' max_turns).
-    #[arg(long, default_value_t = 16)]
-    max_turns: u32,
-    /// Drop tasks whose teacher rollouts execute less of the workflow on average.
-    #[arg(long, default_value_t = 0.6)]
-    min_workflow_coverage: f64,
-    /// Drop tasks whose best teacher rollout scores less under the extracted rubric.
-    #[arg(long, default_value_t = 1.0)]
-    min_best_reward: f64,
+    /// Agent turns per teacher rollout, also the tasks' max_turns [16, or the preset's].
+    #[arg(long)]
+    max_turns: Option<u32>,
+    /// Drop tasks whose teacher rollouts execute less of the workflow on average [0.6, or the
+    /// preset's].
+    #[arg(long)]
+    min_workflow_coverage: Option<f64>,
+    /// Drop tasks whose best teacher rollout scores less under the extracted rubric [1.0, or
+    /// the preset's].
+    #[arg(long)]
+    min_best_reward: Option<f64>,
     /// Maximum tokens per generation request.
     #[arg(long)]
     max_tokens: Option<u32>,
@@ -102,8 +114,9 @@ fn api_key(var: &str) -> Result<String> {
     }
 }
 
-/// Runs `rulegym synth`.
-pub fn run(args: Args) -> Result<()> {
+/// The pipeline configuration of `args`: the defaults, then the preset's values, then the
+/// flags given.
+fn pipeline_config(args: &Args) -> Result<PipelineConfig> {
     let stages = if args.stages.is_empty() {
         Stage::ALL.to_vec()
     } else {
@@ -112,35 +125,60 @@ pub fn run(args: Args) -> Result<()> {
             .map(|s| Stage::parse(s))
             .collect::<std::result::Result<Vec<_>, _>>()?
     };
-    let user = match args.user.as_str() {
-        "llm" => UserKind::Llm,
-        "rule" => UserKind::Rule,
-        other => {
-            return Err(crate::Error::Config(format!(
-                "unknown user simulator {other:?} (llm, rule)"
-            )));
-        }
+    let mut config = match &args.preset {
+        Some(name) => PipelineConfig::from_preset(name)?,
+        None => PipelineConfig::default(),
     };
-    let config = PipelineConfig {
-        out: args.out,
-        cache: args.cache,
+    if let Some(user) = &args.user {
+        config.user = match user.as_str() {
+            "llm" => UserKind::Llm,
+            "rule" => UserKind::Rule,
+            other => {
+                return Err(crate::Error::Config(format!(
+                    "unknown user simulator {other:?} (llm, rule)"
+                )));
+            }
+        };
+    }
+    if let Some(extraction) = &args.extraction {
+        config.extraction = Extraction::parse(extraction)?;
+    }
+    if let Some(v) = args.rollouts {
+        config.rollouts = v;
+    }
+    if let Some(v) = args.temperature {
+        config.temperature = v;
+    }
+    if let Some(v) = args.teacher_temperature {
+        config.teacher_temperature = v;
+    }
+    if let Some(v) = args.max_turns {
+        config.max_turns = v;
+    }
+    if let Some(v) = args.min_workflow_coverage {
+        config.min_workflow_coverage = v;
+    }
+    if let Some(v) = args.min_best_reward {
+        config.min_best_reward = v;
+    }
+    Ok(PipelineConfig {
+        out: args.out.clone(),
+        cache: args.cache.clone(),
         replay_only: args.replay_only,
-        model: args.model,
-        sim_model: args.sim_model,
+        model: args.model.clone(),
+        sim_model: args.sim_model.clone(),
         stages,
         concurrency: args.concurrency,
-        rollouts: args.rollouts,
-        temperature: args.temperature,
-        teacher_temperature: args.teacher_temperature,
         seed: args.seed,
-        max_turns: args.max_turns,
-        user,
-        min_workflow_coverage: args.min_workflow_coverage,
-        min_best_reward: args.min_best_reward,
         max_tokens: args.max_tokens,
         progress: !args.quiet,
-        ..PipelineConfig::default()
-    };
+        ..config
+    })
+}
+
+/// Runs `rulegym synth`.
+pub fn run(args: Args) -> Result<()> {
+    let config = pipeline_config(&args)?;
     let inner: Option<Arc<dyn LlmBackend>> = match (&args.endpoint, args.replay_only) {
         (_, true) => None,
         (Some(endpoint), false) => Some(Arc::new(OpenAiBackend::new(OpenAiConfig {
@@ -171,4 +209,94 @@ pub fn run(args: Args) -> Result<()> {
         json!({"stages": stages, "tasks": report.tasks, "out": config.out})
     );
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    #[derive(Parser)]
+    struct Cli {
+        #[command(flatten)]
+        args: Args,
+    }
+
+    fn config(flags: &[&str]) -> Result<PipelineConfig> {
+        let mut argv = vec!["rulegym", "--model", "m", "--out", "o"];
+        argv.extend_from_slice(flags);
+        pipeline_config(&Cli::try_parse_from(argv).unwrap().args)
+    }
+
+    #[test]
+    fn synth_flags_override_the_preset_which_overrides_the_defaults() {
+        let plain = config(&[]).unwrap();
+        assert_eq!(
+            (plain.rollouts, plain.extraction, plain.min_best_reward),
+            (2, Extraction::Joint, 1.0)
+        );
+        let preset = config(&["--preset", "synthagent"]).unwrap();
+        assert_eq!(
+            PipelineConfig {
+                out: "o".into(),
+                model: "m".into(),
+                ..PipelineConfig::from_preset("synthagent").unwrap()
+            },
+            preset
+        );
+        assert_eq!(
+            (preset.rollouts, preset.extraction, preset.min_best_reward),
+            (4, Extraction::PerTrajectory, 0.0)
+        );
+        let overridden = config(&[
+            "--preset",
+            "synthagent",
+            "--rollouts",
+            "3",
+            "--extraction",
+            "joint",
+            "--min-best-reward",
+            "0.5",
+            "--max-turns",
+            "8",
+            "--user",
+            "rule",
+        ])
+        .unwrap();
+        assert_eq!(
+            overridden,
+            PipelineConfig {
+                rollouts: 3,
+                extraction: Extraction::Joint,
+                min_best_reward: 0.5,
+                max_turns: 8,
+                user: UserKind::Rule,
+                ..preset.clone()
+            }
+        );
+        // Without a preset a flag changes only its knob.
+        let flag = config(&["--extraction", "per-trajectory"]).unwrap();
+        assert_eq!(
+            flag,
+            PipelineConfig {
+                extraction: Extraction::PerTrajectory,
+                ..plain
+            }
+        );
+    }
+
+    #[test]
+    fn synth_unknown_preset_and_extraction_names_are_errors_naming_the_valid_ones() {
+        let err = config(&["--preset", "synth-agent"])
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("unknown synth preset") && err.contains("valid: synthagent"),
+            "{err}"
+        );
+        let err = config(&["--extraction", "per-rollout"])
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("joint, per-trajectory"), "{err}");
+    }
 }

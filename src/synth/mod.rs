@@ -15,7 +15,9 @@
 //! - `rollouts` (`rollout.rs`): at least two teacher rollouts in the mock environment
 //!   ([`crate::tooluse::env::ToolEnv`] with the mapping tool simulator and a simulated user);
 //! - `rubric` (`rubric_extract.rs`): executable rubric items (Prolog bodies over trajectory
-//!   facts), each checked by the rubric whitelist and loaded into a rubric engine;
+//!   facts), each checked by the rubric whitelist and loaded into a rubric engine; extracted
+//!   from all usable rollouts at once ([`Extraction::Joint`]) or once per rollout and merged
+//!   ([`Extraction::PerTrajectory`], the paper's);
 //! - `filter` (`filter.rs`): drops tasks whose teacher rollouts leave too much of the
 //!   workflow unexecuted or whose best rollout does not pass its rubric; writes `tasks.jsonl`
 //!   (valid [`Task`] records), `mappings/<id>.json` (the teacher's tool responses, so training
@@ -211,6 +213,47 @@ pub enum UserKind {
     Rule,
 }
 
+/// How the rubric stage extracts a task's rubric from its usable teacher rollouts.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Extraction {
+    /// One request shows every usable rollout; its answer is the rubric.
+    #[default]
+    Joint,
+    /// SynthAgent's: one request per usable rollout (the task, the workflow as the reference,
+    /// the forbidden behaviour, tools, slots and only that rollout's facts; the request's seed
+    /// is the rollout's), then a deterministic merge into one rubric: sub-goals grouped by
+    /// workflow step, forbidden and interaction items by id, the distinct rule bodies of a group
+    /// OR-ed as `(B1) ; (B2)` in order of first appearance. Any invalid answer rejects the task
+    /// with that answer's reason (see `rubric_extract.rs`).
+    PerTrajectory,
+}
+
+impl Extraction {
+    /// Every mode.
+    pub const ALL: [Extraction; 2] = [Extraction::Joint, Extraction::PerTrajectory];
+
+    /// The mode's name (`joint`, `per-trajectory`), as in JSON and on the command line.
+    pub fn name(self) -> &'static str {
+        match self {
+            Extraction::Joint => "joint",
+            Extraction::PerTrajectory => "per-trajectory",
+        }
+    }
+
+    /// Parses a mode name.
+    pub fn parse(name: &str) -> Result<Extraction> {
+        Extraction::ALL
+            .into_iter()
+            .find(|e| e.name() == name.trim())
+            .ok_or_else(|| {
+                PipelineError::Config(format!(
+                    "unknown rubric extraction {name:?} (joint, per-trajectory)"
+                ))
+            })
+    }
+}
+
 /// Pipeline options. `Default` plus an output directory is a usable configuration.
 #[derive(Debug, Clone, PartialEq)]
 pub struct PipelineConfig {
@@ -230,6 +273,8 @@ pub struct PipelineConfig {
     pub concurrency: usize,
     /// Teacher rollouts per task (at least 2).
     pub rollouts: u32,
+    /// How the rubric is extracted from the usable rollouts.
+    pub extraction: Extraction,
     /// Sampling temperature of the generating stages.
     pub temperature: f64,
     /// Sampling temperature of the teacher.
@@ -265,6 +310,7 @@ impl Default for PipelineConfig {
             stages: Stage::ALL.to_vec(),
             concurrency: 4,
             rollouts: 2,
+            extraction: Extraction::Joint,
             temperature: 0.7,
             teacher_temperature: 0.7,
             seed: 0,
@@ -281,6 +327,19 @@ impl Default for PipelineConfig {
 }
 
 impl PipelineConfig {
+    /// The defaults with the shipped synth preset `name` applied
+    /// ([`crate::preset::SynthPreset`], `presets/synth/<name>.json`); an unknown name is an
+    /// error listing the valid ones. Set `out` (and anything else) afterwards.
+    pub fn from_preset(name: &str) -> Result<PipelineConfig> {
+        let preset = crate::preset::SynthPreset::named(name).map_err(|e| match e {
+            crate::Error::Config(message) => PipelineError::Config(message),
+            other => PipelineError::Config(other.to_string()),
+        })?;
+        let mut config = PipelineConfig::default();
+        preset.apply(&mut config);
+        Ok(config)
+    }
+
     /// Checks ranges and the stage list.
     pub fn validate(&self) -> Result<()> {
         let bad = |m: String| Err(PipelineError::Config(m));
@@ -597,6 +656,12 @@ pub(crate) fn stage_key(config: &PipelineConfig, stage: Stage) -> String {
         Stage::Rubric => {
             let mut s = generate;
             s["max_turns"] = c.max_turns.into();
+            // Only a non-default mode is named, so records of runs made before the setting
+            // existed (all joint) stay current.
+            if c.extraction != Extraction::Joint {
+                s["extraction"] = c.extraction.name().into();
+                s["merge"] = rubric_extract::MERGE_VERSION.into();
+            }
             (prompt(&prompt::RUBRIC), s)
         }
         Stage::Filter => (

@@ -98,12 +98,23 @@ pub(crate) fn ask(
     prompt: &Prompt,
     vars: &[(&str, &str)],
 ) -> Result<ChatResponse, ItemError> {
+    ask_seeded(ctx, prompt, vars, ctx.config.seed)
+}
+
+/// [`ask`] with the request's seed given (per-trajectory rubric extraction asks with each
+/// rollout's seed, so the requests of rollouts with the same facts are still distinct samples).
+pub(crate) fn ask_seeded(
+    ctx: &Ctx,
+    prompt: &Prompt,
+    vars: &[(&str, &str)],
+    seed: u64,
+) -> Result<ChatResponse, ItemError> {
     let mut request = ChatRequest::new(
         &ctx.config.model,
         vec![ChatMessage::text("user", prompt.render(vars))],
     );
     request.temperature = Some(ctx.config.temperature);
-    request.seed = Some(ctx.config.seed);
+    request.seed = Some(seed);
     request.max_tokens = ctx.config.max_tokens;
     ctx.backend
         .chat(&request)

@@ -427,6 +427,7 @@ pub(crate) fn write_manifest(ctx: &Ctx, report: &PipelineReport) -> Result<()> {
         "sim_model": c.sim_model(),
         "seed": c.seed,
         "rollouts": c.rollouts,
+        "extraction": c.extraction,
         "temperature": c.temperature,
         "teacher_temperature": c.teacher_temperature,
         "max_turns": c.max_turns,

@@ -8,7 +8,9 @@ use rulegym::llm::{
     ChatMessage, ChatRequest, ChatResponse, FunctionCall, LlmBackend, LlmError, ScriptedBackend,
     ToolCall, assistant_text,
 };
-use rulegym::synth::{self, PipelineConfig, PipelineError, Reject, RejectReason, Stage, SynthItem};
+use rulegym::synth::{
+    self, Extraction, PipelineConfig, PipelineError, Reject, RejectReason, Stage, SynthItem,
+};
 use rulegym::tooluse::env::{Protocol, ToolEnv, ToolEnvConfig, openai_call, play_episode};
 use rulegym::tooluse::rubric::{RubricScorer, ScoreConfig};
 use rulegym::tooluse::simulator::{MappingConfig, MappingSimulator};
@@ -70,13 +72,19 @@ fn cut(answer: &str, tag: &str, bytes: usize) -> String {
     format!("<{tag}>{}</{tag}>", &body(answer, tag)[..bytes])
 }
 
-/// The scripted LLM: answers by stage (recognised from the prompt), counts calls per stage, and
-/// can refuse stages or fail one (stage, bakery) with a transport error.
+/// Edits the rubric answer of (bakery, request seed); per-trajectory extraction asks with each
+/// rollout's seed (rollout r of the default config: seed r).
+type RubricEdit = fn(usize, u64, &mut Value);
+
+/// The scripted LLM: answers by stage (recognised from the prompt), counts calls per stage (and
+/// per `stage@bakery`), and can refuse stages, fail one (stage, bakery) with a transport error,
+/// or edit the rubric answers of clean bakeries by request seed.
 #[derive(Default)]
 struct Script {
     calls: Mutex<BTreeMap<String, u64>>,
     refuse: Vec<&'static str>,
     fail: Option<(&'static str, usize)>,
+    rubric_edit: Option<RubricEdit>,
 }
 
 fn bakery(request: &ChatRequest) -> usize {
@@ -127,7 +135,11 @@ impl Script {
     fn answer(&self, request: &ChatRequest) -> Result<ChatResponse, LlmError> {
         let stage = stage_of(request);
         let n = bakery(request);
-        *self.calls.lock().unwrap().entry(stage.clone()).or_default() += 1;
+        {
+            let mut calls = self.calls.lock().unwrap();
+            *calls.entry(stage.clone()).or_default() += 1;
+            *calls.entry(format!("{stage}@{n}")).or_default() += 1;
+        }
         if self.refuse.contains(&stage.as_str()) {
             return Err(LlmError::Script(format!("stage {stage} must not be asked")));
         }
@@ -199,7 +211,10 @@ impl Script {
             ("rubric", 22) => edit(RUBRIC, "rubric", |v| {
                 v["forbidden"][2]["rule"] = json!("tool_call(Step, send_email, _)");
             }),
-            ("rubric", _) => RUBRIC.to_owned(),
+            ("rubric", _) => match self.rubric_edit {
+                Some(f) => edit(RUBRIC, "rubric", |v| f(n, request.seed.unwrap_or(0), v)),
+                None => RUBRIC.to_owned(),
+            },
             (other, _) => return Err(LlmError::Script(format!("unexpected request {other}"))),
         };
         Ok(assistant_text(&text))
@@ -1005,4 +1020,399 @@ fn cli_refuses_an_unset_api_key_variable() {
         stderr.contains("RULEGYM_TEST_NO_SUCH_KEY_VAR") && stderr.contains("not set"),
         "{stderr}"
     );
+}
+
+/// The default test config with `rollouts` teacher rollouts and per-trajectory extraction.
+fn per_trajectory(root: &Path, cache: &str, concurrency: usize, rollouts: u32) -> PipelineConfig {
+    PipelineConfig {
+        rollouts,
+        extraction: Extraction::PerTrajectory,
+        ..config(root, cache, concurrency)
+    }
+}
+
+fn rubric_of(out: &Path, n: usize) -> SynthItem {
+    let kept: Vec<SynthItem> = read_jsonl(&out.join("rubric.jsonl"));
+    kept.into_iter().find(|k| k.id == id(n)).unwrap()
+}
+
+#[test]
+fn synth_per_trajectory_asks_once_per_usable_rollout_and_keeps_a_shared_body_as_written() {
+    let root = tempfile::tempdir().unwrap();
+    let personas = write_personas(root.path(), &[0, 1, 2]);
+    let script = Arc::new(Script::default());
+    let config = per_trajectory(&root.path().join("per"), "cache", 2, 4);
+    let report = synth::run(&config, Some(&personas), Some(backend(&script))).unwrap();
+    assert_eq!(report.tasks, Some(3));
+    let rollouts: Vec<SynthItem> = read_jsonl(&config.out.join("rollouts.jsonl"));
+    let usable: usize = rollouts
+        .iter()
+        .map(|i| i.rollouts.iter().filter(|r| r.usable).count())
+        .sum();
+    assert_eq!(usable, 12);
+    // One request per usable rollout (each with its rollout's seed, so rollouts with the same
+    // facts are not one cached request).
+    assert_eq!(script.calls("rubric"), 12);
+    for n in 0..3 {
+        assert_eq!(script.calls(&format!("rubric@{n}")), 4);
+    }
+
+    // Answers that agree merge into exactly the rubric one joint answer gives.
+    let joint_script = Arc::new(Script::default());
+    let joint = PipelineConfig {
+        extraction: Extraction::Joint,
+        ..per_trajectory(&root.path().join("joint"), "cache", 2, 4)
+    };
+    synth::run(&joint, Some(&personas), Some(backend(&joint_script))).unwrap();
+    assert_eq!(joint_script.calls("rubric"), 3);
+    for n in 0..3 {
+        let (a, b) = (rubric_of(&config.out, n), rubric_of(&joint.out, n));
+        assert_eq!((&a.rubric, &a.subgoal_steps), (&b.rubric, &b.subgoal_steps));
+    }
+    let manifest: Value =
+        serde_json::from_slice(&std::fs::read(config.out.join("manifest.json")).unwrap()).unwrap();
+    assert_eq!(manifest["extraction"], "per-trajectory");
+    assert_eq!(manifest["rollouts"], 4);
+}
+
+/// Rollout 1 finds other ways to two sub-goals (one of them under a new id) and writes another
+/// forbidden body; rollout 2 writes one body with other spacing (the same term) and one with a
+/// final full stop; rollout 3 ends a body with a comment, names its step-2 item differently, and
+/// calls an interaction `searched` (taken by the step-2 group).
+fn varied_answers(_bakery: usize, seed: u64, v: &mut Value) {
+    match seed {
+        1 => {
+            v["subgoals"][1]["rule"] = json!("tool_call(_, search_catalog, _)");
+            v["subgoals"].as_array_mut().unwrap().push(json!({
+                "id": "looked_up", "workflow": 2, "description": "used the catalogue",
+                "rule": "called(search_catalog)"
+            }));
+            v["forbidden"][2]["rule"] =
+                json!("tool_call(Step, cancel_order, A), json_get(A, order_id, _)");
+        }
+        2 => {
+            v["subgoals"][1]["rule"] = json!(
+                "tool_call(_,search_catalog,A),json_get(A,product,P),text_contains_ci(P,\"rye\")"
+            );
+            v["subgoals"][4]["rule"] =
+                json!("called(send_email, A), json_get(A, to, \"anna@bakery.example\").");
+        }
+        3 => {
+            v["subgoals"][1]["id"] = json!("catalog_search");
+            v["subgoals"][4]["rule"] = json!("called(send_email) % any address");
+            v["interactions"][3]["id"] = json!("searched");
+        }
+        _ => {}
+    }
+}
+
+#[test]
+fn synth_per_trajectory_merge_ors_the_bodies_of_one_workflow_step_deterministically() {
+    let root = tempfile::tempdir().unwrap();
+    let personas = write_personas(root.path(), &[0, 1, 2]);
+    let script = || {
+        Arc::new(Script {
+            rubric_edit: Some(varied_answers),
+            ..Script::default()
+        })
+    };
+    let a = per_trajectory(&root.path().join("a"), "cache", 1, 4);
+    let first = script();
+    let report = synth::run(&a, Some(&personas), Some(backend(&first))).unwrap();
+    assert_eq!(first.calls("rubric"), 12);
+    // Every merged rubric loads, and the teacher's rollouts pass it.
+    assert_eq!(report.tasks, Some(3), "{report:#?}");
+    let item = rubric_of(&a.out, 1);
+    let rubric = item.rubric.as_ref().unwrap();
+    let ids = |items: &[rulegym::tooluse::task::RubricItem]| -> Vec<String> {
+        items.iter().map(|i| i.id.clone()).collect()
+    };
+    assert_eq!(
+        ids(&rubric.forbidden),
+        ["no_surplus", "no_assumed_details", "no_cancel"]
+    );
+    // One item per workflow step, under its first id and description.
+    assert_eq!(
+        ids(&rubric.subgoals),
+        [
+            "learned_details",
+            "searched",
+            "found",
+            "ordered",
+            "emailed",
+            "confirmed"
+        ]
+    );
+    assert_eq!(item.subgoal_steps, [1, 2, 3, 4, 5, 6]);
+    assert_eq!(
+        rubric.subgoals[1].description,
+        "searched the catalogue for rye flour"
+    );
+    // An id taken by an earlier group gets the first free suffix.
+    assert_eq!(
+        ids(&rubric.interactions),
+        [
+            "asked_product",
+            "asked_amount",
+            "asked_date",
+            "asked_email",
+            "searched_2"
+        ]
+    );
+    let rule = |item: &rulegym::tooluse::task::RubricItem| item.rule.clone().unwrap();
+    // Distinct bodies of one step, OR-ed in order of first appearance; a body with other
+    // spacing only is the same body.
+    assert_eq!(
+        rule(&rubric.subgoals[1]),
+        "(tool_call(_, search_catalog, A), json_get(A, product, P), text_contains_ci(P, \"rye\")) \
+         ; (tool_call(_, search_catalog, _)) ; (called(search_catalog))"
+    );
+    // A final full stop is dropped inside the parentheses; a trailing comment ends its line.
+    assert_eq!(
+        rule(&rubric.subgoals[4]),
+        "(tool_call(_, send_email, A), json_get(A, to, \"anna@bakery.example\")) ; \
+         (called(send_email, A), json_get(A, to, \"anna@bakery.example\")) ; \
+         (called(send_email) % any address\n)"
+    );
+    assert_eq!(
+        rule(&rubric.forbidden[2]),
+        "(tool_call(Step, cancel_order, _)) ; \
+         (tool_call(Step, cancel_order, A), json_get(A, order_id, _))"
+    );
+    // A body every answer shares stays as written.
+    assert_eq!(
+        rule(&rubric.subgoals[0]),
+        "revealed(product), revealed(amount), revealed(date)"
+    );
+
+    // The same bytes at another concurrency, with another cache.
+    let b = per_trajectory(&root.path().join("b"), "cache", 3, 4);
+    synth::run(&b, Some(&personas), Some(backend(&script()))).unwrap();
+    assert_same_tree(&a.out, &b.out);
+}
+
+/// Bakery 1: rollout 2's answer has a rule outside the whitelist. Bakery 2: rollout 1's answer
+/// links a sub-goal to no step. Bakery 23: every answer is valid, but their distinct bodies
+/// together are longer than a rule body may be.
+fn some_invalid_answers(bakery: usize, seed: u64, v: &mut Value) {
+    match (bakery, seed) {
+        (1, 2) => v["subgoals"][0]["rule"] = json!("revealed(product), halt"),
+        (2, 1) => {
+            v["subgoals"][2].as_object_mut().unwrap().remove("workflow");
+        }
+        (23, _) => {
+            let text: String = std::iter::repeat_n(char::from(b'a' + seed as u8), 500).collect();
+            let checks: Vec<String> = (0..5).map(|_| format!("T \\== \"{text}\"")).collect();
+            v["subgoals"][5]["rule"] = json!(format!(
+                "answered(_, T), text_contains_ci(T, \"ordered\"), {}",
+                checks.join(", ")
+            ));
+        }
+        _ => {}
+    }
+}
+
+#[test]
+fn synth_per_trajectory_an_invalid_answer_rejects_the_task_with_its_reason() {
+    let root = tempfile::tempdir().unwrap();
+    let personas = write_personas(root.path(), &[0, 1, 2, 17, 23]);
+    let script = Arc::new(Script {
+        rubric_edit: Some(some_invalid_answers),
+        ..Script::default()
+    });
+    let config = per_trajectory(root.path(), "cache", 2, 4);
+    let report = synth::run(&config, Some(&personas), Some(backend(&script))).unwrap();
+    assert_eq!(report.tasks, Some(1));
+    let rejects: Vec<Reject> = read_jsonl(&config.out.join("rubric.rejects.jsonl"));
+    // Ids follow the file order: bakery 17 is synth-00003, bakery 23 synth-00004.
+    let reject = |bakery: usize| {
+        let n = [0, 1, 2, 17, 23].iter().position(|&b| b == bakery).unwrap();
+        rejects.iter().find(|r| r.id == id(n)).unwrap()
+    };
+    assert_eq!(rejects.len(), 4);
+
+    // Some answers invalid: the first invalid one rejects the task with its own reason, names
+    // its rollout and is recorded; the rollouts after it are not asked.
+    let r = reject(1);
+    assert_eq!(r.reason, RejectReason::RuleRejected);
+    assert!(
+        r.detail
+            .starts_with("per-trajectory answer for rollout 2 (3 of 4 usable): ")
+            && r.detail.contains("halt/0 is not allowed"),
+        "{}",
+        r.detail
+    );
+    assert!(r.answer.as_deref().unwrap().contains("halt"));
+    assert_eq!(script.calls("rubric@1"), 3);
+    let r = reject(2);
+    assert_eq!(r.reason, RejectReason::WorkflowLink);
+    assert!(
+        r.detail.contains("rollout 1 (2 of 4 usable)"),
+        "{}",
+        r.detail
+    );
+    assert_eq!(script.calls("rubric@2"), 2);
+    // All answers invalid: rejected by the first.
+    let r = reject(17);
+    assert_eq!(r.reason, RejectReason::RuleRejected);
+    assert!(
+        r.detail.contains("rollout 0 (1 of 4 usable)"),
+        "{}",
+        r.detail
+    );
+    assert_eq!(script.calls("rubric@17"), 1);
+    // Valid answers whose merge fails the whitelist's limits: a coded reject of the merge,
+    // recording every answer.
+    let r = reject(23);
+    assert_eq!(r.reason, RejectReason::RuleRejected);
+    assert!(
+        r.detail.starts_with("merged rubric of 4 answers: "),
+        "{}",
+        r.detail
+    );
+    let answer = r.answer.as_deref().unwrap();
+    assert!(answer.starts_with("=== rollout 0 ===\n") && answer.contains("=== rollout 3 ==="));
+    assert_eq!(script.calls("rubric@23"), 4);
+    assert_eq!(script.calls("rubric@0"), 4);
+}
+
+#[test]
+fn synth_resume_with_the_other_extraction_mode_recomputes_the_rubric_stage() {
+    let root = tempfile::tempdir().unwrap();
+    let personas = write_personas(root.path(), &[0, 1, 21, 22]);
+    let reference = per_trajectory(&root.path().join("reference"), "cache", 2, 2);
+    synth::run(
+        &reference,
+        Some(&personas),
+        Some(backend(&Arc::new(Script::default()))),
+    )
+    .unwrap();
+
+    let run = root.path().join("run");
+    let joint = config(&run, "cache1", 2);
+    synth::run(
+        &joint,
+        Some(&personas),
+        Some(backend(&Arc::new(Script::default()))),
+    )
+    .unwrap();
+    let joint_tree = tree(&joint.out);
+    // Only the rubric stage depends on the mode: one request per usable rollout, nothing else.
+    let only_rubric = || {
+        Arc::new(Script {
+            refuse: vec!["draft", "tools", "rewrite", "teacher", "user", "sim"],
+            ..Script::default()
+        })
+    };
+    let new = only_rubric();
+    let report = synth::run(
+        &per_trajectory(&run, "cache2", 2, 2),
+        Some(&personas),
+        Some(backend(&new)),
+    )
+    .unwrap();
+    assert_eq!(new.calls("rubric"), 8);
+    let recomputed: Vec<usize> = report.stages.iter().map(|s| s.recomputed).collect();
+    assert_eq!(recomputed, [0, 0, 0, 0, 4, 0]);
+    assert_same_tree(&reference.out, &run.join("out"));
+
+    // Back to joint (its answers are in the first run's cache): recomputed again, no request,
+    // the first run's bytes.
+    let idle = Arc::new(Script {
+        refuse: vec![
+            "draft", "tools", "rewrite", "teacher", "user", "sim", "rubric",
+        ],
+        ..Script::default()
+    });
+    let report = synth::run(&joint, Some(&personas), Some(backend(&idle))).unwrap();
+    assert!(idle.calls.lock().unwrap().is_empty());
+    let recomputed: Vec<usize> = report.stages.iter().map(|s| s.recomputed).collect();
+    assert_eq!(recomputed, [0, 0, 0, 0, 4, 0]);
+    assert!(tree(&joint.out) == joint_tree);
+
+    // A later stage run alone on the other mode's rubric file stops as stale.
+    let filter_only = PipelineConfig {
+        stages: vec![Stage::Filter],
+        ..per_trajectory(&run, "cache2", 2, 2)
+    };
+    let err = synth::run(&filter_only, None, Some(backend(&idle))).unwrap_err();
+    assert!(
+        matches!(
+            &err,
+            PipelineError::Stale {
+                stage: "rubric",
+                count: 4,
+                ..
+            }
+        ),
+        "{err}"
+    );
+}
+
+#[test]
+fn synth_cli_preset_synthagent_is_the_library_preset_and_flags_override_it() {
+    let root = tempfile::tempdir().unwrap();
+    let personas = write_personas(root.path(), &[0, 1]);
+    let cli = |out: &Path, cache: &Path, flags: &[&str]| {
+        std::process::Command::new(env!("CARGO_BIN_EXE_rulegym"))
+            .args(["synth", "--model", "teacher-model", "--replay-only", "-q"])
+            .args(flags)
+            .arg("--personas")
+            .arg(&personas)
+            .arg("--cache")
+            .arg(cache)
+            .arg("--out")
+            .arg(out)
+            .output()
+            .unwrap()
+    };
+    // A run recorded with the library's preset replays under --preset synthagent.
+    let recorded = PipelineConfig {
+        out: root.path().join("lib/out"),
+        cache: Some(root.path().join("lib/cache")),
+        model: "teacher-model".into(),
+        progress: false,
+        ..PipelineConfig::from_preset("synthagent").unwrap()
+    };
+    let script = Arc::new(Script::default());
+    synth::run(&recorded, Some(&personas), Some(backend(&script))).unwrap();
+    assert_eq!(script.calls("rubric"), 8);
+    let out = root.path().join("cli");
+    let o = cli(&out, &recorded.cache_dir(), &["--preset", "synthagent"]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert_same_tree(&recorded.out, &out);
+
+    // Flags override the preset: these give back the defaults, so a default run replays.
+    let plain = config(&root.path().join("plain"), "cache", 2);
+    synth::run(
+        &plain,
+        Some(&personas),
+        Some(backend(&Arc::new(Script::default()))),
+    )
+    .unwrap();
+    let out = root.path().join("cli-plain");
+    let flags = [
+        "--preset",
+        "synthagent",
+        "--rollouts",
+        "2",
+        "--extraction",
+        "joint",
+        "--min-best-reward",
+        "1.0",
+    ];
+    let o = cli(&out, &plain.cache_dir(), &flags);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert_same_tree(&plain.out, &out);
+
+    // An unknown preset is an error naming the valid ones, before anything is written.
+    let out = root.path().join("cli-unknown");
+    let o = cli(&out, &plain.cache_dir(), &["--preset", "synthagent2"]);
+    assert!(!o.status.success());
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        stderr.contains("unknown synth preset") && stderr.contains("valid: synthagent"),
+        "{stderr}"
+    );
+    assert!(!out.exists());
 }
