@@ -118,3 +118,11 @@ def test_verl_config_blocks_load_in_verl(workdir):
         return resp.text
 
     assert asyncio.run(once()).startswith("Doc 1(Title: ")
+
+
+def test_tool_env_snippet(monkeypatch, capsys):
+    """The "Tool-use environment and rubrics" block (run from the repository: it reads the trip
+    fixture)."""
+    monkeypatch.chdir(REPO)
+    run(block("rulegym.Simulation({\"dir\": tempfile.mkdtemp()}"), "tool_env")
+    assert capsys.readouterr().out.strip().splitlines()[-1] == "1.0"

@@ -5,7 +5,7 @@
 use crate::Result;
 use crate::llm::LlmBackend;
 use crate::llm::openai::{OpenAiBackend, OpenAiConfig};
-use crate::synth::{self, Extraction, PipelineConfig, Stage, UserKind};
+use crate::synth::{self, Extraction, PipelineConfig, Stage};
 use serde_json::json;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -130,15 +130,7 @@ fn pipeline_config(args: &Args) -> Result<PipelineConfig> {
         None => PipelineConfig::default(),
     };
     if let Some(user) = &args.user {
-        config.user = match user.as_str() {
-            "llm" => UserKind::Llm,
-            "rule" => UserKind::Rule,
-            other => {
-                return Err(crate::Error::Config(format!(
-                    "unknown user simulator {other:?} (llm, rule)"
-                )));
-            }
-        };
+        config.user = user.parse().map_err(crate::Error::Config)?;
     }
     if let Some(extraction) = &args.extraction {
         config.extraction = Extraction::parse(extraction)?;
@@ -214,6 +206,7 @@ pub fn run(args: Args) -> Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::synth::UserKind;
     use clap::Parser;
 
     #[derive(Parser)]

@@ -202,16 +202,8 @@ impl Stage {
     }
 }
 
-/// How the simulated user of teacher rollouts answers.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum UserKind {
-    /// The LLM user simulator (SynthAgent's).
-    #[default]
-    Llm,
-    /// The rule-based user (reveals a slot when a question names one of its keywords).
-    Rule,
-}
+/// How the simulated user of teacher rollouts answers (the pipeline's default is the LLM user).
+pub use crate::tooluse::user::UserKind;
 
 /// How the rubric stage extracts a task's rubric from its usable teacher rollouts.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]

@@ -147,13 +147,10 @@ impl SimulationConfig {
         Ok(())
     }
 
-    /// Parses a configuration from JSON (unknown keys are errors naming the key) and validates
-    /// it.
+    /// Parses a configuration from JSON (unknown keys are errors naming the key; ranges are
+    /// checked when a [`Simulation`] is made from it).
     pub fn from_json(text: &str) -> Result<Self, SimError> {
-        let config: SimulationConfig = serde_json::from_str(text)
-            .map_err(|e| config_error(format!("simulation config: {e}")))?;
-        config.validate()?;
-        Ok(config)
+        serde_json::from_str(text).map_err(|e| config_error(format!("simulation config: {e}")))
     }
 
     /// The mapping simulator's options.

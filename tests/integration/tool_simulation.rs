@@ -209,7 +209,9 @@ fn configurations_that_would_leave_llm_calls_unrecorded_are_refused() {
         bad.to_string().contains("unknown field `endpiont`"),
         "{bad}"
     );
-    let bad = SimulationConfig::from_json(r#"{"temperature": 3}"#).unwrap_err();
+    let bad = Simulation::new(SimulationConfig::from_json(r#"{"temperature": 3}"#).unwrap())
+        .err()
+        .unwrap();
     assert!(
         bad.to_string().contains("temperature 3 must be in [0, 2]"),
         "{bad}"
