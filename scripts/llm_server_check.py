@@ -86,6 +86,8 @@ class Runner:
         self.rulegym = rulegym
         self.work = work
         self.timings: dict = {}
+        # Offline reruns, run after the server is stopped (so nothing can reach it).
+        self.replays: list = []
 
     def run(self, name: str, args: list, ok_codes=(0,)) -> subprocess.CompletedProcess:
         start = time.monotonic()
@@ -138,17 +140,26 @@ def check_eval(runner: Runner, url: str, dataset: Path) -> dict:
     if (dataset / "index.idx").exists():
         common += ["--index", dataset / "index.idx"]
     runner.run("eval", [*common, "--endpoint", url, "--out", out, "--cache", out / "llm-cache"])
-    runner.run("eval-replay", [*common, "--endpoint", "http://127.0.0.1:9/v1", "--out", again,
-                               "--cache", out / "llm-cache", "--replay-only"])
-    same_files(out, again, ["trajectories.jsonl", "report.json"])
+
+    def replay():
+        runner.run("eval-replay", [*common, "--endpoint", url, "--out", again,
+                                   "--cache", out / "llm-cache", "--replay-only"])
+        same_files(out, again, ["trajectories.jsonl", "report.json"])
+
+    runner.replays.append(replay)
     episodes = jsonl(out / "trajectories.jsonl")
     if len(episodes) != 20:
         fail(f"eval: {len(episodes)} episodes, want 20")
+    ends: dict = {}
     for e in episodes:
-        if not 0.0 <= float(e["reward"]) <= 1.0:
-            fail(f"eval: reward out of range: {e['reward']}")
+        if not 0.0 <= float(e["f1"]) <= 1.0:
+            fail(f"eval: F1 out of range: {e['f1']}")
+        if e.get("error") is not None and not isinstance(e["error"], str):
+            fail(f"eval: an episode error that is not a message: {e['error']!r}")
+        ends[e["end"]] = ends.get(e["end"], 0) + 1
     return {"episodes": len(episodes), "exchanges": check_exchanges(out / "llm-cache"),
-            "mean_reward": statistics.fmean(float(e["reward"]) for e in episodes)}
+            "mean_f1": statistics.fmean(float(e["f1"]) for e in episodes), "ends": ends,
+            "errors": sum(1 for e in episodes if e.get("error"))}
 
 
 def check_synth(runner: Runner, url: str) -> dict:
@@ -159,9 +170,14 @@ def check_synth(runner: Runner, url: str) -> dict:
     common = ["synth", "--personas", personas, "--model", MODEL, "--preset", "synthagent",
               "--max-tokens", 384, "--concurrency", 2, "--max-turns", 4, "-q"]
     runner.run("synth", [*common, "--endpoint", url, "--out", out])
-    runner.run("synth-replay", [*common, "--replay-only", "--cache", out / "llm-cache", "--out", again])
     stage_files = sorted(p.name for p in out.glob("*.jsonl"))
-    same_files(out, again, stage_files)
+
+    def replay():
+        runner.run("synth-replay", [*common, "--replay-only", "--cache", out / "llm-cache",
+                                    "--out", again])
+        same_files(out, again, stage_files)
+
+    runner.replays.append(replay)
     rejected = 0
     for rejects in out.glob("*.rejects.jsonl"):
         for r in jsonl(rejects):
@@ -199,9 +215,6 @@ def check_tools(runner: Runner, url: str) -> dict:
               "--out", out]
     runner.run("tools", [*common, "--endpoint", url])
     first = (out / "trajectories.jsonl").read_bytes()
-    runner.run("tools-replay", [*common, "--endpoint", "http://127.0.0.1:9/v1", "--replay"])
-    if (out / "trajectories.jsonl").read_bytes() != first:
-        fail("tools play: the --replay rerun changed trajectories.jsonl")
     episodes = jsonl(out / "trajectories.jsonl")
     if len(episodes) != 5:
         fail(f"tools play: {len(episodes)} episodes, want 5")
@@ -238,9 +251,16 @@ def check_tools(runner: Runner, url: str) -> dict:
                   "--judge-model", MODEL, "--out", agree]
     runner.run("agree", [*agree_args, "--judge-endpoint", url])
     report = (agree / "agreement.json").read_bytes()
-    runner.run("agree-replay", [*agree_args, "--replay-only"])
-    if (agree / "agreement.json").read_bytes() != report:
-        fail("tools agree: the --replay-only rerun changed agreement.json")
+
+    def replay():
+        runner.run("tools-replay", [*common, "--endpoint", url, "--replay"])
+        if (out / "trajectories.jsonl").read_bytes() != first:
+            fail("tools play: the --replay rerun changed trajectories.jsonl")
+        runner.run("agree-replay", [*agree_args, "--replay-only"])
+        if (agree / "agreement.json").read_bytes() != report:
+            fail("tools agree: the --replay-only rerun changed agreement.json")
+
+    runner.replays.append(replay)
     return {"episodes": len(episodes), "rewards": [e["reward"] for e in episodes],
             "tool_error_observations": tool_errors, "failed_simulations": sim_failures,
             "mapping_entries": simulated, "exchanges": check_exchanges(out / "llm-cache"),
@@ -310,6 +330,9 @@ def main() -> None:
             server.wait(timeout=30)
         except subprocess.TimeoutExpired:
             server.kill()
+    # The server is gone: every replay must come from the records alone.
+    for replay in runner.replays:
+        replay()
     summary["seconds"] = runner.timings
     (args.out / "summary.json").write_text(json.dumps(summary, indent=2))
     print(json.dumps(summary, indent=2))

@@ -144,6 +144,11 @@ pub struct ChatRequest {
     /// Stop strings (the generation ends before any of them).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub stop: Vec<String>,
+    /// OpenAI `response_format` (`{"type": "json_schema", "json_schema": {...}}`): servers with
+    /// constrained decoding (vLLM, SGLang, llama.cpp, OpenAI) then only generate JSON that
+    /// follows the schema, which keeps even a small simulator or judge model parseable.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub response_format: Option<Value>,
 }
 
 impl ChatRequest {
@@ -158,7 +163,18 @@ impl ChatRequest {
             max_tokens: None,
             seed: None,
             stop: Vec::new(),
+            response_format: None,
         }
+    }
+
+    /// Asks for JSON that follows `schema` (OpenAI `response_format` of type `json_schema`,
+    /// named `name`, not strict: servers differ in the strict subset they accept).
+    pub fn json_schema(mut self, name: &str, schema: Value) -> Self {
+        self.response_format = Some(serde_json::json!({
+            "type": "json_schema",
+            "json_schema": {"name": name, "schema": schema},
+        }));
+        self
     }
 
     /// SHA-256 (hex) of the request's canonical JSON: the cache key.

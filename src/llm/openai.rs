@@ -132,6 +132,9 @@ impl OpenAiBackend {
         if !request.stop.is_empty() {
             body["stop"] = json!(request.stop);
         }
+        if let Some(format) = &request.response_format {
+            body["response_format"] = format.clone();
+        }
         body
     }
 

@@ -50,6 +50,9 @@ pub struct SimulationConfig {
     /// SynthAgent's semantic-equivalence check against the whole mapping, in the same request
     /// that produces a new response ([`MappingConfig::semantic_equivalence`]).
     pub semantic_equivalence: bool,
+    /// Send the answer's JSON schema as `response_format` (constrained decoding) with the tool
+    /// simulator's requests; turn off for a server that rejects the field.
+    pub structured_output: bool,
     /// Most simulator requests in flight at once in this process (all tasks together).
     pub max_concurrency: usize,
     /// Timeout of one simulator request, in seconds.
@@ -75,6 +78,7 @@ impl Default for SimulationConfig {
             seed_mappings: None,
             replay_only: false,
             semantic_equivalence: true,
+            structured_output: true,
             max_concurrency: 16,
             timeout_s: 120.0,
             max_retries: 2,
@@ -158,6 +162,7 @@ impl SimulationConfig {
         MappingConfig {
             capacity: self.capacity,
             semantic_equivalence: self.semantic_equivalence,
+            structured_output: self.structured_output,
             model: self.model.clone(),
             temperature: Some(self.temperature),
             seed: Some(self.seed),

@@ -179,6 +179,10 @@ pub struct MappingConfig {
     /// Most characters of earlier entries shown in the prompt (the whole mapping, this tool's
     /// entries first, then the others, each in key order, until the budget is spent).
     pub context_chars: usize,
+    /// Send the answer's JSON schema as the request's `response_format` (constrained decoding
+    /// on servers that support it; turn off for servers that reject the field). The answer is
+    /// validated either way.
+    pub structured_output: bool,
     /// Model name for the backend.
     pub model: String,
     /// Sampling temperature.
@@ -194,6 +198,7 @@ impl Default for MappingConfig {
             max_attempts: 3,
             semantic_equivalence: true,
             context_chars: 16_000,
+            structured_output: true,
             model: "simulator".into(),
             temperature: Some(0.0),
             seed: Some(0),
@@ -466,8 +471,7 @@ impl MappingSimulator {
                 system.push_str(&format!("\n[{}] {line}", i + 1));
             }
         }
-        let same_tool = shown.iter().any(|((t, _), _)| *t == tool.name);
-        if self.config.semantic_equivalence && same_tool {
+        if self.offers_same_as(tool, shown) {
             system.push_str(&format!(
                 "\nAnswer the new call with ONLY one JSON object: {{\"same_as\": K}} when \
                  earlier call [K] of `{}` asks for exactly the same thing (the same meaning, \
@@ -488,6 +492,33 @@ impl MappingSimulator {
         ]
     }
 
+    /// Whether the request offers `{"same_as": K}`: the check is on and an earlier call of the
+    /// same tool is shown.
+    fn offers_same_as(&self, tool: &ToolSpec, shown: &[(Key, String)]) -> bool {
+        self.config.semantic_equivalence && shown.iter().any(|((t, _), _)| *t == tool.name)
+    }
+
+    /// The JSON schema of an answer (the request's `response_format`).
+    fn answer_schema(&self, tool: &ToolSpec, shown: &[(Key, String)]) -> Value {
+        let output = tool.outputs.clone().unwrap_or_else(|| json!({}));
+        let response = json!({
+            "type": "object",
+            "properties": {"response": output},
+            "required": ["response"],
+            "additionalProperties": false,
+        });
+        if !self.offers_same_as(tool, shown) {
+            return response;
+        }
+        let same_as = json!({
+            "type": "object",
+            "properties": {"same_as": {"type": "integer", "minimum": 1, "maximum": shown.len()}},
+            "required": ["same_as"],
+            "additionalProperties": false,
+        });
+        json!({"anyOf": [same_as, response]})
+    }
+
     /// Asks for a missed call's answer, validating it; a rejected answer is shown to the model
     /// with the reason, up to [`MappingConfig::max_attempts`] attempts.
     fn ask(
@@ -502,6 +533,10 @@ impl MappingSimulator {
         let mut reason = String::new();
         for attempt in 0..self.config.max_attempts {
             let mut request = ChatRequest::new(&self.config.model, messages.clone());
+            if self.config.structured_output {
+                request =
+                    request.json_schema("simulated_tool_answer", self.answer_schema(tool, shown));
+            }
             request.temperature = self.config.temperature;
             request.seed = self.config.seed.map(|s| s + u64::from(attempt));
             let answer = backend.chat(&request)?;

@@ -255,6 +255,19 @@ fn equivalence_check_is_part_of_the_one_request_that_answers_a_miss() {
     let outputs = outputs_schema();
     let backend = Arc::new(ScriptedBackend::new(move |req: &ChatRequest| {
         let system = system_of(req);
+        let format = req
+            .response_format
+            .as_ref()
+            .expect("the answer's schema is sent");
+        assert_eq!(format["type"], "json_schema");
+        let offered = format["json_schema"]["schema"]
+            .to_string()
+            .contains("same_as");
+        assert_eq!(
+            offered,
+            system.contains("same_as"),
+            "the schema offers what the prompt does"
+        );
         if system.contains("[1] search_flights") && system.contains("same_as") {
             Ok(assistant_text(r#"{"same_as": 1}"#))
         } else {

@@ -97,6 +97,10 @@ pub struct PlayArgs {
     /// with a new response; exact canonical repeats still reuse theirs).
     #[arg(long)]
     no_semantic_equivalence: bool,
+    /// Do not send the simulator's answer schema as `response_format` (for servers without
+    /// constrained decoding that reject the field).
+    #[arg(long)]
+    no_structured_output: bool,
     /// Start each task's mapping from DIR/<id>.json when OUT has none (e.g. the mappings/ that
     /// `rulegym synth` wrote: the teacher's tool responses).
     #[arg(long)]
@@ -322,6 +326,7 @@ fn play(args: PlayArgs) -> Result<()> {
             seed_mappings: args.seed_mappings.clone(),
             replay_only: args.replay,
             semantic_equivalence: !args.no_semantic_equivalence,
+            structured_output: !args.no_structured_output,
             max_concurrency: connections,
             seed: args.seed,
             ..SimulationConfig::default()

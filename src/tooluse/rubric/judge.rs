@@ -79,7 +79,18 @@ impl LlmJudge {
             "Answer with ONLY a JSON object mapping every item id to true or false, e.g. {{{}}}.",
             example.join(", ")
         ));
-        let mut request = ChatRequest::new(&self.model, vec![ChatMessage::text("user", prompt)]);
+        // Constrained decoding where the server has it: exactly the item ids, each a boolean.
+        let properties: serde_json::Map<String, Value> = items
+            .iter()
+            .map(|i| (i.id.clone(), serde_json::json!({"type": "boolean"})))
+            .collect();
+        let ids: Vec<&str> = items.iter().map(|i| i.id.as_str()).collect();
+        let schema = serde_json::json!({
+            "type": "object", "properties": properties, "required": ids,
+            "additionalProperties": false,
+        });
+        let mut request = ChatRequest::new(&self.model, vec![ChatMessage::text("user", prompt)])
+            .json_schema("rubric_verdicts", schema);
         request.temperature = Some(JUDGE_TEMPERATURE);
         request.seed = self.seed;
         request
