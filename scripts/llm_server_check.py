@@ -37,7 +37,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 MODEL = "smollm2-135m-instruct"
-# Codes of synth rejects (src/synth/parse.rs RejectReason, serde snake_case).
+# llama-cpp-python's server takes answer schemas as {"type": "json_object", "schema": ...}
+# (rulegym's --schema-format json-object), and rejects OpenAI's json_schema form.
 ENV_END_REASONS = {"answer", "turn_cap", "response_budget", "stop", "transfer_to_human",
                    "user_stop", "user_transfer_to_human"}
 
@@ -211,6 +212,7 @@ def check_tools(runner: Runner, url: str) -> dict:
     trip_tasks(tasks)
     out = runner.work / "tools"
     common = ["tools", "play", "--tasks", tasks, "--model", MODEL, "--user", "llm",
+              "--schema-format", "json-object",
               "--protocol", "hermes", "--max-turns", 6, "--concurrency", 1, "--seed", 0,
               "--out", out]
     runner.run("tools", [*common, "--endpoint", url])
@@ -248,7 +250,7 @@ def check_tools(runner: Runner, url: str) -> dict:
         simulated += len(json.loads(mapping.read_text())["entries"])
     agree = runner.work / "agree"
     agree_args = ["tools", "agree", "--tasks", tasks, "--trajectories", out / "trajectories.jsonl",
-                  "--judge-model", MODEL, "--out", agree]
+                  "--judge-model", MODEL, "--schema-format", "json-object", "--out", agree]
     runner.run("agree", [*agree_args, "--judge-endpoint", url])
     report = (agree / "agreement.json").read_bytes()
 
@@ -271,7 +273,8 @@ PYTHON_SURFACE = r"""
 import json, sys, rulegym
 url, work = sys.argv[1], sys.argv[2]
 task = json.loads(open(sys.argv[3]).readline())
-sim = rulegym.Simulation({"endpoint": url, "model": sys.argv[4], "user": "llm", "dir": work})
+sim = rulegym.Simulation({"endpoint": url, "model": sys.argv[4], "user": "llm", "dir": work,
+                          "schema_format": "json-object"})
 scorer = rulegym.RubricScorer()
 envs = [rulegym.ToolEnv(task, scorer, protocol="hermes", max_turns=4, simulation=sim) for _ in range(3)]
 call = '<tool_call>{"name": "search_flights", "arguments": {"destination": "Oslo", "date": "2024-06-03"}}</tool_call>'

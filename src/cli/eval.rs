@@ -123,6 +123,7 @@ pub fn run(args: Args) -> Result<()> {
         max_retries: args.retries,
         backoff: Duration::from_millis(args.backoff_ms),
         max_concurrency: args.concurrency.max(1),
+        ..OpenAiConfig::default()
     })?);
     let backend: Arc<dyn LlmBackend> = match &args.cache {
         Some(dir) => {

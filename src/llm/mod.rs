@@ -144,11 +144,48 @@ pub struct ChatRequest {
     /// Stop strings (the generation ends before any of them).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub stop: Vec<String>,
-    /// OpenAI `response_format` (`{"type": "json_schema", "json_schema": {...}}`): servers with
-    /// constrained decoding (vLLM, SGLang, llama.cpp, OpenAI) then only generate JSON that
-    /// follows the schema, which keeps even a small simulator or judge model parseable.
+    /// The JSON schema the answer must follow. The client sends it as `response_format` in its
+    /// server's dialect ([`SchemaFormat`]): servers with constrained decoding (vLLM, SGLang,
+    /// llama.cpp, OpenAI) then only generate JSON that follows it, which keeps even a small
+    /// simulator or judge model parseable. Answers are validated either way.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub response_format: Option<Value>,
+    pub response_schema: Option<ResponseSchema>,
+}
+
+/// A named JSON schema for the answer of a request.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ResponseSchema {
+    /// Name (OpenAI's `json_schema.name`).
+    pub name: String,
+    /// The JSON schema.
+    pub schema: Value,
+}
+
+/// How a request's [`ResponseSchema`] goes on the wire, per server dialect.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum SchemaFormat {
+    /// OpenAI's `{"type": "json_schema", "json_schema": {"name", "schema"}}` (OpenAI, vLLM,
+    /// SGLang, llama.cpp's C++ server).
+    #[default]
+    JsonSchema,
+    /// `{"type": "json_object", "schema": ...}`: llama-cpp-python's server, which rejects the
+    /// OpenAI form.
+    JsonObject,
+    /// No `response_format` (servers without constrained decoding that reject the field).
+    Off,
+}
+
+impl std::str::FromStr for SchemaFormat {
+    type Err = LlmError;
+
+    fn from_str(name: &str) -> Result<Self, LlmError> {
+        serde_json::from_value(serde_json::json!(name)).map_err(|_| {
+            LlmError::Config(format!(
+                "unknown schema format {name:?} (json-schema, json-object, off)"
+            ))
+        })
+    }
 }
 
 impl ChatRequest {
@@ -163,17 +200,16 @@ impl ChatRequest {
             max_tokens: None,
             seed: None,
             stop: Vec::new(),
-            response_format: None,
+            response_schema: None,
         }
     }
 
-    /// Asks for JSON that follows `schema` (OpenAI `response_format` of type `json_schema`,
-    /// named `name`, not strict: servers differ in the strict subset they accept).
+    /// Asks for JSON that follows `schema` (named `name`).
     pub fn json_schema(mut self, name: &str, schema: Value) -> Self {
-        self.response_format = Some(serde_json::json!({
-            "type": "json_schema",
-            "json_schema": {"name": name, "schema": schema},
-        }));
+        self.response_schema = Some(ResponseSchema {
+            name: name.to_owned(),
+            schema,
+        });
         self
     }
 

@@ -5,7 +5,7 @@
 //! threads, `seed`, `stop` and `tools` passed through. Blocking (ureq, with rustls for https
 //! endpoints). Put it behind a [`super::CachedBackend`] to record and replay.
 
-use super::{ChatMessage, ChatRequest, ChatResponse, LlmBackend, LlmError};
+use super::{ChatMessage, ChatRequest, ChatResponse, LlmBackend, LlmError, SchemaFormat};
 use serde_json::{Value, json};
 use std::sync::{Condvar, Mutex};
 use std::time::Duration;
@@ -25,6 +25,8 @@ pub struct OpenAiConfig {
     pub backoff: Duration,
     /// Most requests in flight at once (all threads together).
     pub max_concurrency: usize,
+    /// How a request's answer schema is sent (`response_format`).
+    pub schema_format: SchemaFormat,
 }
 
 impl Default for OpenAiConfig {
@@ -36,6 +38,7 @@ impl Default for OpenAiConfig {
             max_retries: 4,
             backoff: Duration::from_millis(500),
             max_concurrency: 16,
+            schema_format: SchemaFormat::JsonSchema,
         }
     }
 }
@@ -111,7 +114,7 @@ impl OpenAiBackend {
     }
 
     /// The request body sent for `request`.
-    pub fn body(request: &ChatRequest) -> Value {
+    pub fn body(&self, request: &ChatRequest) -> Value {
         let mut body = json!({"model": request.model, "messages": request.messages});
         if !request.tools.is_empty() {
             body["tools"] = json!(request.tools);
@@ -132,8 +135,18 @@ impl OpenAiBackend {
         if !request.stop.is_empty() {
             body["stop"] = json!(request.stop);
         }
-        if let Some(format) = &request.response_format {
-            body["response_format"] = format.clone();
+        if let Some(answer) = &request.response_schema {
+            match self.config.schema_format {
+                SchemaFormat::JsonSchema => {
+                    body["response_format"] = json!({"type": "json_schema",
+                        "json_schema": {"name": answer.name, "schema": answer.schema}});
+                }
+                SchemaFormat::JsonObject => {
+                    body["response_format"] =
+                        json!({"type": "json_object", "schema": answer.schema});
+                }
+                SchemaFormat::Off => {}
+            }
         }
         body
     }
@@ -214,7 +227,7 @@ pub fn completions_url(endpoint: &str) -> String {
 
 impl LlmBackend for OpenAiBackend {
     fn chat(&self, request: &ChatRequest) -> Result<ChatResponse, LlmError> {
-        let body = Self::body(request).to_string();
+        let body = self.body(request).to_string();
         let mut attempt = 0;
         loop {
             match self.attempt(&body) {
@@ -240,5 +253,38 @@ impl LlmBackend for OpenAiBackend {
                 }
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn answer_schemas_are_sent_in_the_server_dialect() {
+        let request = ChatRequest::new("m", vec![ChatMessage::text("user", "hi")])
+            .json_schema("verdicts", json!({"type": "object"}));
+        let body = |schema_format| {
+            let client = OpenAiBackend::new(OpenAiConfig {
+                schema_format,
+                ..OpenAiConfig::default()
+            })
+            .unwrap();
+            client.body(&request)
+        };
+        assert_eq!(
+            body(SchemaFormat::JsonSchema)["response_format"],
+            json!({"type": "json_schema", "json_schema": {"name": "verdicts", "schema": {"type": "object"}}})
+        );
+        assert_eq!(
+            body(SchemaFormat::JsonObject)["response_format"],
+            json!({"type": "json_object", "schema": {"type": "object"}})
+        );
+        assert!(body(SchemaFormat::Off).get("response_format").is_none());
+        assert_eq!(
+            "json-object".parse::<SchemaFormat>().unwrap(),
+            SchemaFormat::JsonObject
+        );
+        assert!("xml".parse::<SchemaFormat>().is_err());
     }
 }

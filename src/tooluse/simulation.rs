@@ -17,7 +17,7 @@ use super::env::{ToolEnv, ToolEnvConfig};
 use super::rubric::RubricScorer;
 use super::simulator::{MappingConfig, MappingSimulator, SimError};
 use super::user::{LlmUser, RuleUser, UserKind, UserSimulator};
-use crate::llm::{CacheMode, CachedBackend, LlmBackend, LlmError};
+use crate::llm::{CacheMode, CachedBackend, LlmBackend, LlmError, SchemaFormat};
 use crate::tooluse::task::{CompiledTask, Task};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -50,9 +50,9 @@ pub struct SimulationConfig {
     /// SynthAgent's semantic-equivalence check against the whole mapping, in the same request
     /// that produces a new response ([`MappingConfig::semantic_equivalence`]).
     pub semantic_equivalence: bool,
-    /// Send the answer's JSON schema as `response_format` (constrained decoding) with the tool
-    /// simulator's requests; turn off for a server that rejects the field.
-    pub structured_output: bool,
+    /// How the simulator's answer schema is sent (`response_format`): `json-schema` (OpenAI,
+    /// vLLM, SGLang, llama.cpp), `json-object` (llama-cpp-python's server) or `off`.
+    pub schema_format: SchemaFormat,
     /// Most simulator requests in flight at once in this process (all tasks together).
     pub max_concurrency: usize,
     /// Timeout of one simulator request, in seconds.
@@ -78,7 +78,7 @@ impl Default for SimulationConfig {
             seed_mappings: None,
             replay_only: false,
             semantic_equivalence: true,
-            structured_output: true,
+            schema_format: SchemaFormat::JsonSchema,
             max_concurrency: 16,
             timeout_s: 120.0,
             max_retries: 2,
@@ -162,7 +162,6 @@ impl SimulationConfig {
         MappingConfig {
             capacity: self.capacity,
             semantic_equivalence: self.semantic_equivalence,
-            structured_output: self.structured_output,
             model: self.model.clone(),
             temperature: Some(self.temperature),
             seed: Some(self.seed),
@@ -200,6 +199,7 @@ impl SimulationConfig {
             timeout: std::time::Duration::from_secs_f64(self.timeout_s),
             max_retries: self.max_retries,
             max_concurrency: self.max_concurrency,
+            schema_format: self.schema_format,
             ..OpenAiConfig::default()
         })?;
         Ok(Some(Arc::new(client)))

@@ -179,10 +179,6 @@ pub struct MappingConfig {
     /// Most characters of earlier entries shown in the prompt (the whole mapping, this tool's
     /// entries first, then the others, each in key order, until the budget is spent).
     pub context_chars: usize,
-    /// Send the answer's JSON schema as the request's `response_format` (constrained decoding
-    /// on servers that support it; turn off for servers that reject the field). The answer is
-    /// validated either way.
-    pub structured_output: bool,
     /// Model name for the backend.
     pub model: String,
     /// Sampling temperature.
@@ -198,7 +194,6 @@ impl Default for MappingConfig {
             max_attempts: 3,
             semantic_equivalence: true,
             context_chars: 16_000,
-            structured_output: true,
             model: "simulator".into(),
             temperature: Some(0.0),
             seed: Some(0),
@@ -498,7 +493,7 @@ impl MappingSimulator {
         self.config.semantic_equivalence && shown.iter().any(|((t, _), _)| *t == tool.name)
     }
 
-    /// The JSON schema of an answer (the request's `response_format`).
+    /// The JSON schema of an answer (sent as the request's `response_format`).
     fn answer_schema(&self, tool: &ToolSpec, shown: &[(Key, String)]) -> Value {
         let output = tool.outputs.clone().unwrap_or_else(|| json!({}));
         let response = json!({
@@ -532,11 +527,8 @@ impl MappingSimulator {
         let mut messages = self.request_messages(tool, args, shown);
         let mut reason = String::new();
         for attempt in 0..self.config.max_attempts {
-            let mut request = ChatRequest::new(&self.config.model, messages.clone());
-            if self.config.structured_output {
-                request =
-                    request.json_schema("simulated_tool_answer", self.answer_schema(tool, shown));
-            }
+            let mut request = ChatRequest::new(&self.config.model, messages.clone())
+                .json_schema("simulated_tool_answer", self.answer_schema(tool, shown));
             request.temperature = self.config.temperature;
             request.seed = self.config.seed.map(|s| s + u64::from(attempt));
             let answer = backend.chat(&request)?;

@@ -440,8 +440,11 @@ fn the_paper_reward_judges_every_item_in_one_request() {
         .collect();
     let backend = Arc::new(ScriptedBackend::new(move |req: &ChatRequest| {
         assert_eq!(req.temperature, Some(JUDGE_TEMPERATURE));
-        let schema =
-            &req.response_format.as_ref().expect("verdict schema sent")["json_schema"]["schema"];
+        let schema = &req
+            .response_schema
+            .as_ref()
+            .expect("verdict schema sent")
+            .schema;
         assert_eq!(schema["required"].as_array().unwrap().len(), ids.len());
         assert_eq!(schema["additionalProperties"], false);
         let prompt = req.messages[0].content_str();

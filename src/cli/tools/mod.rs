@@ -3,7 +3,7 @@
 
 use crate::Result;
 use crate::llm::openai::{OpenAiBackend, OpenAiConfig};
-use crate::llm::{CacheMode, CachedBackend, ChatMessage, LlmBackend};
+use crate::llm::{CacheMode, CachedBackend, ChatMessage, LlmBackend, SchemaFormat};
 use crate::tooluse::env::{ToolEnvConfig, play_episode, trajectory_from_messages};
 use crate::tooluse::rubric::agreement::AgreementReport;
 use crate::tooluse::rubric::judge::LlmJudge;
@@ -31,7 +31,7 @@ enum Command {
     /// reward and every item as JSON.
     Score(ScoreArgs),
     /// Run an agent model through tasks; writes trajectories.jsonl and prints the rewards.
-    Play(PlayArgs),
+    Play(Box<PlayArgs>),
     /// Generate tool-use tasks from a universe's records (rule-generated tool worlds).
     Generate(generate::GenerateArgs),
     /// Replay the reference solution of generated tasks in the tool environment.
@@ -97,10 +97,11 @@ pub struct PlayArgs {
     /// with a new response; exact canonical repeats still reuse theirs).
     #[arg(long)]
     no_semantic_equivalence: bool,
-    /// Do not send the simulator's answer schema as `response_format` (for servers without
-    /// constrained decoding that reject the field).
-    #[arg(long)]
-    no_structured_output: bool,
+    /// How answer schemas (the simulator's, the judge's) are sent as `response_format`:
+    /// json-schema (OpenAI, vLLM, SGLang, llama.cpp), json-object (llama-cpp-python's server)
+    /// or off.
+    #[arg(long, default_value = "json-schema")]
+    schema_format: String,
     /// Start each task's mapping from DIR/<id>.json when OUT has none (e.g. the mappings/ that
     /// `rulegym synth` wrote: the teacher's tool responses).
     #[arg(long)]
@@ -168,6 +169,10 @@ pub struct AgreeArgs {
     /// Seed sent to the judge.
     #[arg(long, default_value_t = 0)]
     seed: u64,
+    /// How the judge's verdict schema is sent as `response_format`: json-schema, json-object
+    /// (llama-cpp-python's server) or off.
+    #[arg(long, default_value = "json-schema")]
+    schema_format: String,
     /// Reward variant: paper, peer-weighted or peer-strict.
     #[arg(long, default_value = "paper")]
     variant: String,
@@ -185,7 +190,7 @@ fn variant(name: &str) -> Result<RewardVariant> {
 pub fn run(args: Args) -> Result<()> {
     match args.command {
         Command::Score(a) => score(a),
-        Command::Play(a) => play(a),
+        Command::Play(a) => play(*a),
         Command::Generate(a) => generate::run_generate(a),
         Command::Oracle(a) => generate::run_oracle(a),
         Command::Agree(a) => agree(a),
@@ -238,6 +243,7 @@ fn client(
     endpoint: &str,
     api_key_env: Option<&str>,
     max_concurrency: usize,
+    schema_format: SchemaFormat,
 ) -> Result<Arc<dyn LlmBackend>> {
     let api_key = match api_key_env {
         Some(var) => Some(
@@ -257,6 +263,7 @@ fn client(
         api_key,
         timeout: Duration::from_secs(300),
         max_concurrency: max_concurrency.max(1),
+        schema_format,
         ..OpenAiConfig::default()
     })?))
 }
@@ -297,11 +304,18 @@ fn play(args: PlayArgs) -> Result<()> {
     let score = score_config(&args.variant, &args.reward)?;
     let tasks = load_tasks(&args.tasks, ValidateOptions::default())?;
     let connections = args.concurrency.max(1) * 2;
+    let schema_format: SchemaFormat = args.schema_format.parse()?;
     let online = |endpoint: &str| -> Result<Option<Arc<dyn LlmBackend>>> {
         if args.replay {
             Ok(None)
         } else {
-            client(endpoint, args.api_key_env.as_deref(), connections).map(Some)
+            client(
+                endpoint,
+                args.api_key_env.as_deref(),
+                connections,
+                schema_format,
+            )
+            .map(Some)
         }
     };
     let mode = if args.replay {
@@ -326,7 +340,7 @@ fn play(args: PlayArgs) -> Result<()> {
             seed_mappings: args.seed_mappings.clone(),
             replay_only: args.replay,
             semantic_equivalence: !args.no_semantic_equivalence,
-            structured_output: !args.no_structured_output,
+            schema_format,
             max_concurrency: connections,
             seed: args.seed,
             ..SimulationConfig::default()
@@ -400,7 +414,12 @@ fn agree(args: AgreeArgs) -> Result<()> {
     })?;
     let inner = match (&args.judge_endpoint, args.replay_only) {
         (_, true) => None,
-        (Some(endpoint), false) => Some(client(endpoint, args.api_key_env.as_deref(), 4)?),
+        (Some(endpoint), false) => Some(client(
+            endpoint,
+            args.api_key_env.as_deref(),
+            4,
+            args.schema_format.parse()?,
+        )?),
         (None, false) => {
             return Err(crate::Error::Config(
                 "--judge-endpoint is required unless --replay-only".into(),
