@@ -7,9 +7,9 @@
 # well-formed exchanges, coded failures and byte-identical --replay-only reruns
 # (scripts/llm_server_check.py).
 #
-# Not part of scripts/test.sh (CI): building llama-cpp-python from source takes ~25 minutes on
-# a 2-core machine and the run itself several more, which would take CI past its 45-minute
-# budget on a fresh machine. The built wheel is cached in $RULEGYM_WHEEL_CACHE
+# Not part of scripts/test.sh (CI): building llama-cpp-python from source took 15 minutes on a
+# 2-core machine and the check ~5 more, which would take a fresh CI run to ~35-40 minutes, too
+# close to its 45-minute budget. The built wheel is cached in $RULEGYM_WHEEL_CACHE
 # (~/.cache/rulegym/wheels), so later runs on the same machine skip the build.
 #
 #   scripts/test-llm-server.sh            # work directory: target/llm-server-check
@@ -26,7 +26,7 @@ OUT="${OUT:-target/llm-server-check}"
 if ! "$VENV/bin/python" -c "import llama_cpp.server" 2>/dev/null; then
   mkdir -p "$WHEELS"
   if ! ls "$WHEELS"/llama_cpp_python-"$LLAMA_VERSION"-*.whl >/dev/null 2>&1; then
-    echo "== building llama-cpp-python $LLAMA_VERSION from source (CPU; ~25 min on 2 cores)"
+    echo "== building llama-cpp-python $LLAMA_VERSION from source (CPU; ~15 min on 2 cores)"
     # A native build (-march=native) segfaults at the first token on hosts that report AMX.
     CMAKE_ARGS="-DGGML_NATIVE=OFF -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON" \
       "$VENV/bin/pip" wheel --no-deps -w "$WHEELS" "llama-cpp-python==$LLAMA_VERSION"
