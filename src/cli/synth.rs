@@ -4,7 +4,7 @@
 
 use crate::Result;
 use crate::llm::LlmBackend;
-use crate::llm::openai::{OpenAiBackend, OpenAiConfig};
+use crate::llm::openai::{OpenAiBackend, OpenAiConfig, api_key_from_env};
 use crate::synth::{self, Extraction, PipelineConfig, Stage};
 use serde_json::json;
 use std::path::PathBuf;
@@ -105,15 +105,6 @@ pub struct Args {
 
 /// The API key in the environment variable `var` (an unset or empty variable is an error, not
 /// an unauthenticated run).
-fn api_key(var: &str) -> Result<String> {
-    match std::env::var(var) {
-        Ok(key) if !key.trim().is_empty() => Ok(key),
-        _ => Err(crate::Error::Config(format!(
-            "--api-key-env {var}: the variable is not set or empty"
-        ))),
-    }
-}
-
 /// The pipeline configuration of `args`: the defaults, then the preset's values, then the
 /// flags given.
 fn pipeline_config(args: &Args) -> Result<PipelineConfig> {
@@ -175,7 +166,11 @@ pub fn run(args: Args) -> Result<()> {
         (_, true) => None,
         (Some(endpoint), false) => Some(Arc::new(OpenAiBackend::new(OpenAiConfig {
             endpoint: endpoint.clone(),
-            api_key: args.api_key_env.as_deref().map(api_key).transpose()?,
+            api_key: args
+                .api_key_env
+                .as_deref()
+                .map(|var| api_key_from_env("--api-key-env", var))
+                .transpose()?,
             timeout: Duration::from_secs(300),
             max_concurrency: config.concurrency.max(1) * 2,
             ..OpenAiConfig::default()

@@ -185,6 +185,17 @@ impl OpenAiBackend {
     }
 }
 
+/// The API key in the environment variable `var`; `setting` names where `var` came from in the
+/// error (an unset or blank variable is an error, never an unauthenticated run).
+pub fn api_key_from_env(setting: &str, var: &str) -> Result<String, LlmError> {
+    match std::env::var(var) {
+        Ok(key) if !key.trim().is_empty() => Ok(key),
+        _ => Err(LlmError::Config(format!(
+            "{setting} {var}: the variable is not set or empty"
+        ))),
+    }
+}
+
 /// Parses a chat-completions response body (first choice).
 pub fn parse_response(text: &str) -> Result<ChatResponse, LlmError> {
     let v: Value = serde_json::from_str(text).map_err(|e| LlmError::Parse(e.to_string()))?;

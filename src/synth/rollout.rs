@@ -10,13 +10,12 @@
 
 use super::parse::{Reject, RejectReason};
 use super::prompt::TEACHER;
-use super::{Ctx, ItemError, Outcome, Stage, SynthItem, UserKind, missing};
+use super::{Ctx, ItemError, Outcome, Stage, SynthItem, missing};
 use crate::llm::{ChatMessage, ChatRequest, ChatResponse, LlmBackend, LlmError};
 use crate::tooluse::env::{Protocol, ToolEnv, ToolEnvConfig, play_episode};
 use crate::tooluse::rubric::{Event, Trajectory};
 use crate::tooluse::simulator::{MappingConfig, MappingSimulator};
 use crate::tooluse::task::{Rubric, RubricItem, ValidateOptions};
-use crate::tooluse::user::{LlmUser, RuleUser, UserSimulator};
 use serde::{Deserialize, Serialize};
 use std::sync::Arc;
 
@@ -111,15 +110,9 @@ pub(super) fn run(ctx: &Ctx, item: &SynthItem) -> Result<Outcome, ItemError> {
     let mut rollouts = Vec::new();
     for r in 0..u64::from(config.rollouts) {
         let seed = config.seed.wrapping_add(r);
-        let user: Box<dyn UserSimulator> = match config.user {
-            UserKind::Llm => Box::new(LlmUser::new(
-                &world.task,
-                ctx.backend.clone(),
-                &sim_model,
-                Some(seed),
-            )),
-            UserKind::Rule => Box::new(RuleUser::new(&world.task)),
-        };
+        let user = config
+            .user
+            .simulator(&world.task, ctx.backend.clone(), &sim_model, Some(seed));
         let mut env = ToolEnv::new(
             world.clone(),
             Some(mapping.clone()),

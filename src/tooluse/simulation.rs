@@ -16,7 +16,7 @@
 use super::env::{ToolEnv, ToolEnvConfig};
 use super::rubric::RubricScorer;
 use super::simulator::{MappingConfig, MappingSimulator, SimError};
-use super::user::{LlmUser, RuleUser, UserKind, UserSimulator};
+use super::user::{RuleUser, UserKind, UserSimulator};
 use crate::llm::{CacheMode, CachedBackend, LlmBackend, LlmError, SchemaFormat};
 use crate::tooluse::task::{CompiledTask, Task};
 use serde::{Deserialize, Serialize};
@@ -178,21 +178,15 @@ impl SimulationConfig {
     /// replaying).
     #[cfg(feature = "http")]
     fn client(&self) -> Result<Option<Arc<dyn LlmBackend>>, SimError> {
-        use crate::llm::openai::{OpenAiBackend, OpenAiConfig};
+        use crate::llm::openai::{OpenAiBackend, OpenAiConfig, api_key_from_env};
         let Some(endpoint) = self.endpoint.as_ref().filter(|_| !self.replay_only) else {
             return Ok(None);
         };
-        let api_key = match &self.api_key_env {
-            Some(var) => match std::env::var(var) {
-                Ok(key) if !key.trim().is_empty() => Some(key),
-                _ => {
-                    return Err(config_error(format!(
-                        "api_key_env {var}: the variable is not set or empty"
-                    )));
-                }
-            },
-            None => None,
-        };
+        let api_key = self
+            .api_key_env
+            .as_deref()
+            .map(|var| api_key_from_env("api_key_env", var))
+            .transpose()?;
         let client = OpenAiBackend::new(OpenAiConfig {
             endpoint: endpoint.clone(),
             api_key,
@@ -337,15 +331,15 @@ impl Simulation {
 
     /// A fresh user simulator for one episode of `task`.
     pub fn user(&self, task: &Task) -> Box<dyn UserSimulator> {
-        match (self.config.user, &self.backend) {
-            (UserKind::Llm, Some(backend)) => Box::new(LlmUser::new(
+        match &self.backend {
+            Some(backend) => self.config.user.simulator(
                 task,
                 backend.clone(),
                 &self.config.model,
                 Some(self.config.seed),
-            )),
+            ),
             // validate() makes an LLM user imply a backend.
-            _ => Box::new(RuleUser::new(task)),
+            None => Box::new(RuleUser::new(task)),
         }
     }
 

@@ -22,6 +22,23 @@ pub enum UserKind {
     Llm,
 }
 
+impl UserKind {
+    /// A fresh user of this kind for one episode of `task`; the LLM user asks `model` through
+    /// `backend` with `seed`.
+    pub fn simulator(
+        self,
+        task: &Task,
+        backend: Arc<dyn LlmBackend>,
+        model: &str,
+        seed: Option<u64>,
+    ) -> Box<dyn UserSimulator> {
+        match self {
+            UserKind::Llm => Box::new(LlmUser::new(task, backend, model, seed)),
+            UserKind::Rule => Box::new(RuleUser::new(task)),
+        }
+    }
+}
+
 impl std::str::FromStr for UserKind {
     type Err = String;
 

@@ -24,11 +24,11 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
-fn world() -> Arc<CompiledTask> {
+pub(super) fn world() -> Arc<CompiledTask> {
     Arc::new(trip_task().compile(ValidateOptions::default()).unwrap())
 }
 
-fn scorer() -> Arc<RubricScorer> {
+pub(super) fn scorer() -> Arc<RubricScorer> {
     static S: OnceLock<Arc<RubricScorer>> = OnceLock::new();
     S.get_or_init(|| Arc::new(RubricScorer::new(ScoreConfig::default()).unwrap()))
         .clone()
@@ -471,27 +471,11 @@ fn rule_user_reveals_one_asked_slot_per_turn() {
 }
 
 fn env(protocol: Protocol) -> ToolEnv {
-    let w = world();
-    let sim = Arc::new(
-        MappingSimulator::new(
-            "trip",
-            None,
-            Some(flight_backend() as Arc<dyn LlmBackend>),
-            MappingConfig::default(),
-        )
-        .unwrap(),
-    );
-    ToolEnv::new(
-        w.clone(),
-        Some(sim),
-        Box::new(RuleUser::new(&w.task)),
-        scorer(),
-        ToolEnvConfig {
-            max_turns: 8,
-            protocol,
-            ..ToolEnvConfig::default()
-        },
-    )
+    env_with(ToolEnvConfig {
+        max_turns: 8,
+        protocol,
+        ..ToolEnvConfig::default()
+    })
 }
 
 const HERMES_GOOD: &[&str] = &[

@@ -3,27 +3,15 @@
 //! replayable; failed simulations become tool errors or unanswered questions, never crashed
 //! rollouts; configurations that would let an unrecorded LLM call decide a reward are refused.
 
-use super::tool_rubric::trip_task;
+use super::tool_env::{scorer, world};
 use rulegym::env::{Environment, Step};
 use rulegym::llm::{ChatRequest, LlmBackend, LlmError, ScriptedBackend, assistant_text};
 use rulegym::tooluse::env::{Protocol, ToolEnvConfig};
-use rulegym::tooluse::rubric::{RubricScorer, ScoreConfig};
 use rulegym::tooluse::simulation::{Simulation, SimulationConfig};
-use rulegym::tooluse::task::{CompiledTask, ValidateOptions};
 use rulegym::tooluse::user::{USER_UNAVAILABLE, UserKind};
 use serde_json::json;
 use std::path::Path;
-use std::sync::{Arc, OnceLock};
-
-fn world() -> Arc<CompiledTask> {
-    Arc::new(trip_task().compile(ValidateOptions::default()).unwrap())
-}
-
-fn scorer() -> Arc<RubricScorer> {
-    static S: OnceLock<Arc<RubricScorer>> = OnceLock::new();
-    S.get_or_init(|| Arc::new(RubricScorer::new(ScoreConfig::default()).unwrap()))
-        .clone()
-}
+use std::sync::Arc;
 
 fn hermes() -> ToolEnvConfig {
     ToolEnvConfig {

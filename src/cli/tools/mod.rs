@@ -2,7 +2,7 @@
 //! agent model (OpenAI-compatible endpoint) through tool-use tasks.
 
 use crate::Result;
-use crate::llm::openai::{OpenAiBackend, OpenAiConfig};
+use crate::llm::openai::{OpenAiBackend, OpenAiConfig, api_key_from_env};
 use crate::llm::{CacheMode, CachedBackend, ChatMessage, LlmBackend, SchemaFormat};
 use crate::tooluse::env::{ToolEnvConfig, play_episode, trajectory_from_messages};
 use crate::tooluse::rubric::agreement::AgreementReport;
@@ -245,19 +245,9 @@ fn client(
     max_concurrency: usize,
     schema_format: SchemaFormat,
 ) -> Result<Arc<dyn LlmBackend>> {
-    let api_key = match api_key_env {
-        Some(var) => Some(
-            std::env::var(var)
-                .ok()
-                .filter(|k| !k.trim().is_empty())
-                .ok_or_else(|| {
-                    crate::Error::Config(format!(
-                        "--api-key-env {var}: the variable is not set or empty"
-                    ))
-                })?,
-        ),
-        None => None,
-    };
+    let api_key = api_key_env
+        .map(|var| api_key_from_env("--api-key-env", var))
+        .transpose()?;
     Ok(Arc::new(OpenAiBackend::new(OpenAiConfig {
         endpoint: endpoint.to_owned(),
         api_key,

@@ -90,6 +90,9 @@ pub struct AgreementReport {
     pub reward_mean_abs_diff: Option<f64>,
     /// Every trajectory's rewards.
     pub rewards: Vec<RewardPair>,
+    /// Sum of |rules - judge| over the judged trajectories (for the mean).
+    #[serde(skip)]
+    abs_diff_sum: f64,
 }
 
 fn kind_name(kind: ItemKind) -> String {
@@ -124,19 +127,17 @@ impl AgreementReport {
                 Err(e)
             }
         };
+        if let Ok(j) = judge_reward {
+            self.abs_diff_sum += (rules.reward - j).abs();
+            let judged = self.trajectories - self.judge_failures;
+            self.reward_mean_abs_diff = Some(self.abs_diff_sum / judged as f64);
+        }
         self.rewards.push(RewardPair {
             id: id.to_owned(),
             rules: rules.reward,
             judge: judge_reward.as_ref().ok().copied(),
             judge_error: judge_reward.err(),
         });
-        let diffs: Vec<f64> = self
-            .rewards
-            .iter()
-            .filter_map(|p| p.judge.map(|j| (p.rules - j).abs()))
-            .collect();
-        self.reward_mean_abs_diff =
-            (!diffs.is_empty()).then(|| diffs.iter().sum::<f64>() / diffs.len() as f64);
     }
 
     /// A Markdown summary: one row per matrix.
