@@ -22,14 +22,17 @@ class Index:
     def __init__(self, path: _Path) -> None: ...
     def search(self, queries: Sequence[str], k: int = 3) -> List[List[Dict[str, Any]]]:
         """Top-``k`` ``{"id", "contents", "score"}`` per query, best first."""
+    def article(self, title: str) -> Optional[Dict[str, str]]:
+        """The document titled ``title`` (exactly, else ignoring case): ``{"id", "contents"}``."""
     def __len__(self) -> int: ...
 
 class SearchEnv:
-    """One search episode (Search-R1 protocol, set-F1 reward); usable from any thread."""
+    """One search episode (Search-R1 protocol, set-F1 reward); usable from any thread. With
+    ``index=None`` a search returns no passages (scoring a single turn needs no corpus)."""
 
     def __init__(
         self,
-        index: Union[Index, _Path],
+        index: Union[Index, _Path, None],
         question: str,
         answers: Sequence[str],
         gold_docs: Optional[Sequence[str]] = None,

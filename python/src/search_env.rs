@@ -14,7 +14,8 @@ pub(crate) struct SearchEnv {
 
 #[pymethods]
 impl SearchEnv {
-    /// `index` is an [`Index`] or a path (loaded once per process); `config` a dict of
+    /// `index` is an [`Index`], a path (loaded once per process) or None (no corpus: a search
+    /// returns no passages; for scoring single turns); `config` a dict of
     /// `SearchEnvConfig` fields (`top_k`, `max_turns`, `end_on_invalid`, `score_mode`,
     /// `prompt`, `system_prompt`, `max_action_tokens`, `max_context_tokens`).
     #[new]
@@ -27,7 +28,9 @@ impl SearchEnv {
         gold_docs: Option<Vec<String>>,
         config: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<Self> {
-        let retriever: Arc<dyn Retriever> = if let Ok(ix) = index.downcast::<Index>() {
+        let retriever: Arc<dyn Retriever> = if index.is_none() {
+            Arc::new(search::NoRetrieval)
+        } else if let Ok(ix) = index.downcast::<Index>() {
             ix.get().inner.clone()
         } else {
             let path: PathBuf = index.extract()?;

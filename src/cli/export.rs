@@ -21,7 +21,7 @@ pub struct Args {
     /// row's create_kwargs map it back to the task's name (see python/rulegym/verl.py).
     #[arg(long)]
     tasks: Option<PathBuf>,
-    /// verl or skyrl.
+    /// verl, skyrl or trl (Hugging Face TRL's GRPOTrainer: flat columns, `environment`).
     #[arg(long)]
     format: String,
     /// Output file: parquet, or JSON lines when the name ends in `.jsonl`. For tool-use tasks

@@ -1,12 +1,16 @@
 //! Dataset exports of the search tasks for RL trainers: verl parquet rows (`data_source`,
-//! `prompt`, `ability`, `reward_model: {style: "rule", ground_truth: {target}}`, `extra_info`) and
+//! `prompt`, `ability`, `reward_model: {style: "rule", ground_truth: {target}}`, `extra_info`),
 //! SkyRL rows (`data_source`, `prompt`, `env_class`, `reward_spec: {method: "rule", ground_truth:
-//! {target}}`, `extra_info`), as parquet (low-level writer, no arrow) or JSONL.
+//! {target}}`, `extra_info`) and TRL rows (flat columns, as `GRPOTrainer` passes every column to
+//! the reward functions and to an environment's `reset(**row)`: `prompt`, `answers`, `id`,
+//! `question`, `split`, `family`, `hops`, `difficulty`, `kind`, `index_path`, `environment`
+//! and, for a non-default configuration, `env_config`), as parquet (low-level writer, no arrow)
+//! or JSONL.
 //!
 //! The ground truth is Search-R1's `{"target": [answers]}` shape, which both trainers' search
 //! reward functions read; the prompt is exactly what [`SearchEnv::reset`] returns.
 
-use super::search::{Passage, Retriever, SearchEnv, SearchEnvConfig, SearchTask};
+use super::search::{NoRetrieval, Retriever, SearchEnv, SearchEnvConfig, SearchTask};
 use super::{Environment, Message};
 use crate::question::Question;
 use parquet::basic::Compression;
@@ -31,7 +35,7 @@ pub enum ExportError {
         source: parquet::errors::ParquetError,
     },
     /// An unknown format name.
-    #[error("unknown export format {0:?} (verl or skyrl)")]
+    #[error("unknown export format {0:?} (verl, skyrl or trl)")]
     UnknownFormat(String),
     /// Nothing to export.
     #[error("nothing to export (no questions or tasks)")]
@@ -57,7 +61,14 @@ pub enum ExportFormat {
     Verl,
     /// SkyRL (rows with `env_class` and `reward_spec`).
     Skyrl,
+    /// Hugging Face TRL (`GRPOTrainer`: flat task columns beside `prompt`, an `environment`
+    /// column naming the environment a row needs; `python/rulegym/trl.py`).
+    Trl,
 }
+
+/// The `environment` of every TRL search row (the key of `rulegym.trl.SearchEnvironment` in a
+/// `GRPOTrainer(environment_factory={...})` dictionary).
+pub const TRL_SEARCH_ENVIRONMENT: &str = "rulegym_search";
 
 impl std::str::FromStr for ExportFormat {
     type Err = ExportError;
@@ -65,6 +76,7 @@ impl std::str::FromStr for ExportFormat {
         match s {
             "verl" => Ok(ExportFormat::Verl),
             "skyrl" => Ok(ExportFormat::Skyrl),
+            "trl" => Ok(ExportFormat::Trl),
             other => Err(ExportError::UnknownFormat(other.to_owned())),
         }
     }
@@ -141,14 +153,6 @@ pub struct ExportRow {
     pub extra: ExtraInfo,
 }
 
-/// A retriever that is never called (the prompt needs no retrieval).
-struct NoRetrieval;
-impl Retriever for NoRetrieval {
-    fn retrieve(&self, queries: &[&str], _k: usize) -> crate::Result<Vec<Vec<Passage>>> {
-        Ok(vec![Vec::new(); queries.len()])
-    }
-}
-
 /// The rows of `questions`, in order.
 pub fn rows(questions: &[Question], options: &ExportOptions) -> crate::Result<Vec<ExportRow>> {
     let retriever: Arc<dyn Retriever> = Arc::new(NoRetrieval);
@@ -197,6 +201,7 @@ pub fn row_json(row: &ExportRow, options: &ExportOptions) -> Value {
     let label = match options.format {
         ExportFormat::Verl => &options.ability,
         ExportFormat::Skyrl => &options.env_class,
+        ExportFormat::Trl => return trl_row_json(row),
     };
     let extra = serde_json::to_value(&row.extra).unwrap_or(Value::Null);
     trainer_row(
@@ -207,6 +212,28 @@ pub fn row_json(row: &ExportRow, options: &ExportOptions) -> Value {
         json!({ "target": row.target }),
         extra,
     )
+}
+
+/// A TRL row: the prompt, the gold answers and the question's metadata as top-level columns.
+fn trl_row_json(row: &ExportRow) -> Value {
+    let e = &row.extra;
+    let mut value = json!({
+        "prompt": row.prompt,
+        "answers": row.target,
+        "id": e.id,
+        "question": e.question,
+        "split": e.split,
+        "family": e.family,
+        "hops": e.hops,
+        "difficulty": e.difficulty,
+        "kind": e.kind,
+        "index_path": e.index_path,
+        "environment": TRL_SEARCH_ENVIRONMENT,
+    });
+    if let Some(config) = &e.env_config {
+        value["env_config"] = json!(config);
+    }
+    value
 }
 
 /// The fields every trainer row has: `data_source`, `prompt`, then verl's `ability` and
@@ -222,7 +249,7 @@ pub(crate) fn trainer_row(
 ) -> Value {
     let (label_key, spec_key, style_key) = match format {
         ExportFormat::Verl => ("ability", "reward_model", "style"),
-        ExportFormat::Skyrl => ("env_class", "reward_spec", "method"),
+        ExportFormat::Skyrl | ExportFormat::Trl => ("env_class", "reward_spec", "method"),
     };
     json!({
         "data_source": data_source,
@@ -334,6 +361,22 @@ pub fn parquet_schema_with(format: ExportFormat, env_config: bool) -> String {
              required binary env_class (UTF8);\n  required group reward_spec {{\n    \
              required binary method (UTF8);{TARGET_SCHEMA}\n  }}{EXTRA_SCHEMA}\n}}"
         ),
+        ExportFormat::Trl => {
+            let env_config = if env_config {
+                "\n  required binary env_config (UTF8);"
+            } else {
+                ""
+            };
+            return format!(
+                "message trl {{{PROMPT_SCHEMA}\n  required group answers (LIST) {{\n    \
+                 repeated group list {{\n      required binary element (UTF8);\n    }}\n  }}\n  \
+                 required binary id (UTF8);\n  required binary question (UTF8);\n  \
+                 required binary split (UTF8);\n  required binary family (UTF8);\n  \
+                 required int64 hops;\n  required int64 difficulty;\n  \
+                 required binary kind (UTF8);\n  required binary index_path (UTF8);\n  \
+                 required binary environment (UTF8);{env_config}\n}}"
+            );
+        }
     };
     schema.replace(EXTRA_SCHEMA, &extra)
 }
@@ -344,6 +387,7 @@ fn columns(rows: &[ExportRow], options: &ExportOptions) -> Vec<Column> {
     let (label, method) = match options.format {
         ExportFormat::Verl => (&options.ability, "rule"),
         ExportFormat::Skyrl => (&options.env_class, "rule"),
+        ExportFormat::Trl => return trl_columns(rows),
     };
     let [roles, contents] = prompt_columns(rows.iter().map(|r| r.prompt.as_slice()));
     let mut columns = vec![
@@ -368,6 +412,30 @@ fn columns(rows: &[ExportRow], options: &ExportOptions) -> Vec<Column> {
             rows.iter()
                 .map(|r| r.extra.env_config.as_deref().unwrap_or("")),
         ));
+    }
+    columns
+}
+
+/// The leaf columns of TRL rows, in [`parquet_schema_with`]'s order.
+fn trl_columns(rows: &[ExportRow]) -> Vec<Column> {
+    let [roles, contents] = prompt_columns(rows.iter().map(|r| r.prompt.as_slice()));
+    let text = |f: fn(&ExtraInfo) -> &str| str_column(rows.iter().map(move |r| f(&r.extra)));
+    let mut columns = vec![
+        roles,
+        contents,
+        list_column(rows.iter().map(|r| r.target.iter().map(String::as_str))),
+        text(|e| &e.id),
+        text(|e| &e.question),
+        text(|e| &e.split),
+        text(|e| &e.family),
+        Column::Int(rows.iter().map(|r| r.extra.hops).collect()),
+        Column::Int(rows.iter().map(|r| r.extra.difficulty).collect()),
+        text(|e| &e.kind),
+        text(|e| &e.index_path),
+        str_column(rows.iter().map(|_| TRL_SEARCH_ENVIRONMENT)),
+    ];
+    if rows.first().is_some_and(|r| r.extra.env_config.is_some()) {
+        columns.push(text(|e| e.env_config.as_deref().unwrap_or("")));
     }
     columns
 }

@@ -229,6 +229,18 @@ pub fn parse_action(action: &str) -> Option<(&'static str, &str)> {
     best.map(|(_, tag, content)| (tag, content))
 }
 
+/// A retriever over no documents: every search returns no passages. For what needs the
+/// environment but no corpus: the prompts of an export, or the reward of a single turn
+/// (`rulegym.trl`'s single-turn reward steps an environment over it).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct NoRetrieval;
+
+impl Retriever for NoRetrieval {
+    fn retrieve(&self, queries: &[&str], _k: usize) -> crate::Result<Vec<Vec<Passage>>> {
+        Ok(vec![Vec::new(); queries.len()])
+    }
+}
+
 /// Search-R1's `<information>` block for passages.
 pub fn information(passages: &[Passage]) -> String {
     let mut refs = String::new();

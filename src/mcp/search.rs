@@ -2,7 +2,7 @@
 
 use super::McpError;
 use crate::question::Question;
-use crate::retrieval::{Document, SearchIndex};
+use crate::retrieval::{Document, SearchIndex, TitleLookup};
 use crate::reward::{AnswerScore, ScoreMode, score};
 use std::collections::HashMap;
 use std::path::Path;
@@ -14,10 +14,8 @@ pub struct SearchWorld {
     index: Arc<SearchIndex>,
     /// Names of the universe's people, in the dataset's order.
     people: Vec<String>,
-    /// Exact title -> document position.
-    by_title: HashMap<String, usize>,
-    /// Lower-cased title -> document positions, in document order.
-    by_folded_title: HashMap<String, Vec<usize>>,
+    /// Title -> document position.
+    titles: TitleLookup,
     /// Document id -> document position.
     by_id: HashMap<String, usize>,
     question: Option<Question>,
@@ -48,22 +46,15 @@ impl SearchWorld {
 
     /// A world over an index already in memory.
     pub fn new(index: Arc<SearchIndex>, people: Vec<String>, question: Option<Question>) -> Self {
-        let mut by_title = HashMap::new();
-        let mut by_folded_title: HashMap<String, Vec<usize>> = HashMap::new();
+        let titles = TitleLookup::new(index.docs());
         let mut by_id = HashMap::new();
         for (i, d) in index.docs().iter().enumerate() {
-            by_title.entry(d.title().to_owned()).or_insert(i);
-            by_folded_title
-                .entry(d.title().to_lowercase())
-                .or_default()
-                .push(i);
             by_id.entry(d.id.clone()).or_insert(i);
         }
         SearchWorld {
             index,
             people,
-            by_title,
-            by_folded_title,
+            titles,
             by_id,
             question,
             score_mode: ScoreMode::Squad,
@@ -104,15 +95,7 @@ impl SearchWorld {
 
     /// The article titled exactly `title`, else the first whose title matches it ignoring case.
     pub fn article_by_title(&self, title: &str) -> Option<&Document> {
-        let docs = self.index.docs();
-        self.by_title
-            .get(title)
-            .or_else(|| {
-                self.by_folded_title
-                    .get(&title.to_lowercase())
-                    .and_then(|v| v.first())
-            })
-            .map(|&i| &docs[i])
+        self.titles.find(title).map(|i| &self.index.docs()[i])
     }
 
     /// The article with document id `id`.

@@ -26,6 +26,35 @@ impl Document {
     }
 }
 
+/// Finds documents by title: the one titled exactly so, else the first (in corpus order) whose
+/// title matches ignoring case. One lookup for every surface that reads an article by title
+/// (the MCP search world, the Python `Index.article`).
+#[derive(Debug, Clone, Default)]
+pub struct TitleLookup {
+    exact: std::collections::HashMap<String, usize>,
+    folded: std::collections::HashMap<String, usize>,
+}
+
+impl TitleLookup {
+    /// The lookup over `docs` (positions refer to this slice).
+    pub fn new(docs: &[Document]) -> Self {
+        let mut lookup = TitleLookup::default();
+        for (i, d) in docs.iter().enumerate() {
+            lookup.exact.entry(d.title().to_owned()).or_insert(i);
+            lookup.folded.entry(d.title().to_lowercase()).or_insert(i);
+        }
+        lookup
+    }
+
+    /// The position of the document titled `title` (exactly, else ignoring case).
+    pub fn find(&self, title: &str) -> Option<usize> {
+        self.exact
+            .get(title)
+            .or_else(|| self.folded.get(&title.to_lowercase()))
+            .copied()
+    }
+}
+
 /// Reads a JSONL corpus ([`crate::io`]: blank lines are skipped); a malformed line
 /// or a duplicate id is an error naming the line.
 pub fn read_jsonl(path: &Path) -> Result<Vec<Document>, RetrievalError> {

@@ -16,7 +16,7 @@ pub mod server;
 pub mod synthetic;
 pub mod topk;
 
-pub use docs::Document;
+pub use docs::{Document, TitleLookup};
 pub use encoder::{BuiltinConfig, BuiltinEncoder, Encoder, Role};
 pub use flat::FlatIndex;
 pub use index_file::{EncoderChoice, IndexKind, SearchIndex};

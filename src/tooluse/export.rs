@@ -33,6 +33,13 @@
 //! message, exactly what `rulegym.skyrl.ToolEnv.init` would produce), `env_class`
 //! ([`SKYRL_TOOL_ENV`]), `reward_spec: {method: "rule", ground_truth: {task_id}}` and
 //! `extra_info: {index, split, id, task}` that `rulegym.skyrl.ToolEnv` consumes directly.
+//!
+//! TRL (`GRPOTrainer(environment_factory={...})`): flat rows with `prompt` (a system prompt
+//! naming the `ask_user` and `finish` tools, and the task's instruction; TRL renders the tools
+//! from the environment's methods), `task_id`, `task`, `split` and `environment`:
+//! `rulegym_tools_<first 8 hex of the SHA-256 of the task's tool schemas>`, so tasks with the
+//! same tools share one environment class and TRL shows each row only its task's tools
+//! (`rulegym.trl.tool_environments`).
 
 use super::env::{Protocol, system_prompt};
 use crate::env::Message;
@@ -44,6 +51,25 @@ use crate::tooluse::task::Task;
 use serde_json::{Value, json};
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
+
+/// The system prompt of TRL tool-use rows: the environment's `ask_user` and `finish` methods
+/// are how the model talks to the user and ends the episode.
+pub const TRL_TOOL_SYSTEM_PROMPT: &str = "You are a helpful assistant that completes the user's \
+     request with the tools available. The request may be missing details: ask the user for them \
+     with the ask_user tool, one question per call. Do not guess missing details. When the \
+     request is done, call finish with a short summary.";
+
+/// The `environment` of a TRL tool-use row: tasks with the same tools (by canonical OpenAI
+/// schema) share it.
+pub fn trl_environment(task: &Task) -> String {
+    use sha2::Digest;
+    let mut hasher = sha2::Sha256::new();
+    for tool in &task.tools {
+        hasher.update(tool_key(tool).as_bytes());
+        hasher.update(b"\n");
+    }
+    format!("rulegym_tools_{}", &hex::encode(hasher.finalize())[..8])
+}
 
 /// `class_name` of the verl tool in the tool config (`python/rulegym/verl.py`).
 pub const VERL_TOOL_CLASS: &str = "rulegym.verl.TaskTool";
@@ -108,6 +134,8 @@ pub struct ToolExportRow {
     pub prompt: Vec<Message>,
     /// The task's tools: exported name -> the task's own name.
     pub tools: BTreeMap<String, String>,
+    /// The TRL environment of the task ([`trl_environment`]).
+    pub environment: String,
 }
 
 /// A tool as the export declares it.
@@ -220,7 +248,7 @@ pub fn tool_rows(tasks: &[Task], options: &ToolExportOptions) -> crate::Result<T
         return Err(ExportError::Empty.into());
     }
     let protocol = match options.format {
-        ExportFormat::Verl => Protocol::OpenAi,
+        ExportFormat::Verl | ExportFormat::Trl => Protocol::OpenAi,
         ExportFormat::Skyrl => Protocol::Hermes,
     };
     let (tools, index) = export_tools(tasks);
@@ -237,9 +265,12 @@ pub fn tool_rows(tasks: &[Task], options: &ToolExportOptions) -> crate::Result<T
             context: format!("serialising task {}", task.id),
             source,
         })?;
-        let mut system = system_prompt(task, protocol);
+        let mut system = match options.format {
+            ExportFormat::Trl => TRL_TOOL_SYSTEM_PROMPT.to_owned(),
+            _ => system_prompt(task, protocol),
+        };
         let partial = own.len() < tools.len() || own.iter().any(|(e, t)| e != t);
-        if protocol == Protocol::OpenAi && partial {
+        if options.format == ExportFormat::Verl && partial {
             system.push_str(&format!(
                 "\n\nOf the functions available, this request has only these: {}.",
                 listed.join(", ")
@@ -254,6 +285,7 @@ pub fn tool_rows(tasks: &[Task], options: &ToolExportOptions) -> crate::Result<T
                 Message::new("user", task.instruction.clone()),
             ],
             tools: own,
+            environment: trl_environment(task),
         });
     }
     Ok(ToolExport { rows, tools })
@@ -309,6 +341,15 @@ pub fn tool_row_json(
             });
             (&options.env_class, extra)
         }
+        ExportFormat::Trl => {
+            return json!({
+                "prompt": row.prompt,
+                "task_id": row.task_id,
+                "task": row.task,
+                "split": options.split,
+                "environment": row.environment,
+            });
+        }
     };
     let mut value = trainer_row(
         options.format,
@@ -363,6 +404,11 @@ pub fn tool_parquet_schema(format: ExportFormat, tools: &[ExportedTool]) -> Stri
              required binary split (UTF8);\n    required binary id (UTF8);\n    \
              required binary task (UTF8);\n  }}\n}}"
         ),
+        ExportFormat::Trl => format!(
+            "message trl {{{PROMPT_SCHEMA}\n  required binary task_id (UTF8);\n  \
+             required binary task (UTF8);\n  required binary split (UTF8);\n  \
+             required binary environment (UTF8);\n}}"
+        ),
     }
 }
 
@@ -374,6 +420,17 @@ fn tool_columns(export: &ToolExport, options: &ToolExportOptions) -> Vec<Column>
     let label = match options.format {
         ExportFormat::Verl => &options.ability,
         ExportFormat::Skyrl => &options.env_class,
+        ExportFormat::Trl => {
+            let [roles, contents] = prompt_columns(rows.iter().map(|r| r.prompt.as_slice()));
+            return vec![
+                roles,
+                contents,
+                ids(),
+                str_column(rows.iter().map(|r| r.task.as_str())),
+                same(&options.split),
+                str_column(rows.iter().map(|r| r.environment.as_str())),
+            ];
+        }
     };
     let [roles, contents] = prompt_columns(rows.iter().map(|r| r.prompt.as_slice()));
     let mut columns = vec![
@@ -404,6 +461,8 @@ fn tool_columns(export: &ToolExport, options: &ToolExportOptions) -> Vec<Column>
             columns.push(same(&options.agent_name));
         }
         ExportFormat::Skyrl => columns.push(str_column(rows.iter().map(|r| r.task.as_str()))),
+        // TRL rows returned their columns above.
+        ExportFormat::Trl => {}
     }
     columns
 }

@@ -452,3 +452,44 @@ fn task_export_with_the_synthagent_preset() {
         "{stderr}"
     );
 }
+
+/// TRL rows of tool-use tasks: flat `prompt` (the TRL system prompt, the instruction),
+/// `task_id`, `task`, `split`, `environment`; tasks with the same tools share an environment,
+/// tasks with other tools get another; parquet and JSONL agree; no verl configs are written.
+#[test]
+fn trl_task_rows_read_back() {
+    use rulegym::tooluse::export::{TRL_TOOL_SYSTEM_PROMPT, trl_environment};
+    let dir = tempfile::tempdir().unwrap();
+    let file = tasks_file(dir.path(), 6);
+    let tasks = load_tasks(&file, ValidateOptions::default()).unwrap();
+    let jl = dir.path().join("trl.jsonl");
+    let pq = dir.path().join("trl.parquet");
+    for out in [&jl, &pq] {
+        let (f, o) = (file.to_str().unwrap(), out.to_str().unwrap());
+        cli(&["export", "--format", "trl", "--tasks", f, "--out", o]);
+    }
+    let rows: Vec<Value> = rulegym::io::read_jsonl(&jl).unwrap();
+    assert_eq!(read_parquet_json(&pq).unwrap(), rows);
+    assert_eq!(rows.len(), tasks.len());
+    for (row, task) in rows.iter().zip(&tasks) {
+        assert_eq!(row["task_id"], task.id.as_str());
+        assert_eq!(row["split"], "train");
+        assert_eq!(row["prompt"][0]["role"], "system");
+        assert_eq!(row["prompt"][0]["content"], TRL_TOOL_SYSTEM_PROMPT);
+        assert_eq!(row["prompt"][1]["content"], task.instruction.as_str());
+        let back: Task = serde_json::from_str(row["task"].as_str().unwrap()).unwrap();
+        assert_eq!(&back, task);
+        let env = row["environment"].as_str().unwrap();
+        assert_eq!(env, trl_environment(task));
+        assert!(env.starts_with("rulegym_tools_") && env.len() == "rulegym_tools_".len() + 8);
+    }
+    // Same tools, same environment; other tools, another one.
+    for (a, b) in tasks.iter().zip(tasks.iter().skip(1)) {
+        let same_tools = a.tools == b.tools;
+        assert_eq!(same_tools, trl_environment(a) == trl_environment(b));
+    }
+    assert!(
+        !dir.path().join("trl_tool_config.yaml").exists(),
+        "TRL needs no verl config files"
+    );
+}
