@@ -38,10 +38,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 
-SINGLE_INSTRUCTION = (
-    "Answer the question from the article. Write only the answer inside <answer> and </answer>; "
-    "if there are several answers, separate them with commas."
-)
+SINGLE_INSTRUCTION = "Reply with only the answer inside <answer> and </answer>."
 MULTI_SYSTEM = (
     "You answer questions about a fictional universe by calling tools. Call get_article with a "
     "person's full name to read their article, or search to find passages. When you know the "
@@ -81,6 +78,10 @@ def convert_model(out: Path) -> Path:
     gguf = ggufs[0]
     log(f"converting {gguf.name}")
     tok = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
+    # The GGUF's tokenizer metadata names <|im_start|> as EOS; the chat model ends its turns with
+    # <|im_end|> (the generation config's EOS), which is what TRL must cut completions at.
+    tok.eos_token = "<|im_end|>"
+    tok.pad_token = "<|im_end|>"
     quantised = AutoModelForCausalLM.from_pretrained(gguf.parent, gguf_file=gguf.name, dtype=torch.float32)
     config = quantised.config.to_dict()
     config.pop("quantization_config", None)
@@ -131,7 +132,7 @@ def anchored(rows: list[dict], index) -> list[dict]:
 
 def single_prompt(row: dict, example: dict) -> list[dict]:
     def ask(r):
-        return f"{SINGLE_INSTRUCTION}\n\nArticle:\n{r['article']}\n\nQuestion: {r['question']}"
+        return f"Article:\n{r['article']}\nQuestion: {r['question']}\n{SINGLE_INSTRUCTION}"
 
     return [
         {"role": "user", "content": ask(example)},
@@ -276,11 +277,11 @@ def main() -> int:
     ap.add_argument("--seed", type=int, default=1, help="universe seed (the trainer's seed too)")
     ap.add_argument("--trees", type=int, default=40, help="family trees of the universe")
     ap.add_argument("--per-template", type=int, default=150, help="questions per template")
-    ap.add_argument("--steps", type=int, default=6)
+    ap.add_argument("--steps", type=int, default=8)
     ap.add_argument("--prompts-per-step", type=int, default=4)
     ap.add_argument("--generations", type=int, default=8)
     ap.add_argument("--max-completion-length", type=int, default=32)
-    ap.add_argument("--learning-rate", type=float, default=1e-5)
+    ap.add_argument("--learning-rate", type=float, default=2e-5)
     ap.add_argument("--n-heldout", type=int, default=48)
     ap.add_argument("--threads", type=int, default=1, help="torch threads (1 is fastest on a busy 2-core machine)")
     ap.add_argument("--work", type=Path, default=Path(os.environ.get("TMPDIR", "/tmp")) / "rulegym-train-trl")

@@ -233,7 +233,9 @@ class SearchEnvironment:
         out = self._step(f"<search>{query}</search>")
         if out is None or out["done"]:
             return _OVER
-        return "".join(m["content"] for m in out["observations"]).strip()
+        text = "".join(m["content"] for m in out["observations"]).strip()
+        # The passages without Search-R1's <information> wrapper (a function call's response).
+        return text.removeprefix("<information>").removesuffix("</information>").strip()
 
     def get_article(self, title: str) -> str:
         """Reads the whole article with this title (a person's name).

@@ -126,3 +126,13 @@ def test_tool_env_snippet(monkeypatch, capsys):
     monkeypatch.chdir(REPO)
     run(block("rulegym.Simulation({\"dir\": tempfile.mkdtemp()}"), "tool_env")
     assert capsys.readouterr().out.strip().splitlines()[-1] == "1.0"
+
+
+def test_trl_snippet(workdir, capsys):
+    """The TRL block: rows from `export --format trl`, the reward functions, the environment."""
+    import_or_skip("trl")
+    run(block("rulegym.generate_dataset"), "core")
+    run(block("from rulegym.trl import"), "trl")
+    lines = capsys.readouterr().out.strip().splitlines()
+    assert lines[-4] == "[1.0, 0.0, 0.0]" and lines[-3] == "[1.0, 1.0, 0.0]", lines
+    assert lines[-2].startswith("Doc 1(Title:") and lines[-1] == "1.0", lines

@@ -260,3 +260,97 @@ def test_one_grpo_step_multi_turn_tool_calls(trl_rows, tmp_path):
     # for the environment is rulegym's exact reward.
     assert logged(trainer, "rewards/SearchEnvironment/mean") == pytest.approx(0.5)
     assert logged(trainer, "reward") == pytest.approx(0.5)
+
+
+@pytest.fixture(scope="module")
+def tool_rows(cli, tmp_path_factory):
+    """TRL rows of two generated tool-use tasks (`tools generate`, `export --tasks --format trl`)."""
+    root = tmp_path_factory.mktemp("trl-tools")
+    run_cli(cli, "generate", "--quiet", "--seed", "5", "--num-family-trees", "6", "--out", str(root / "u"))
+    run_cli(cli, "tools", "generate", "--universe", str(root / "u"), "--count", "2", "--out", str(root / "tasks.jsonl"))
+    out = root / "rows.jsonl"
+    run_cli(cli, "export", "--format", "trl", "--tasks", str(root / "tasks.jsonl"), "--out", str(out))
+    return [json.loads(line) for line in out.read_text().splitlines()]
+
+
+def oracle_call(step):
+    """A task workflow step (`ask SLOT: question`, `call TOOL {args}`, `answer TEXT`) as a call."""
+    verb, _, rest = step.partition(" ")
+    if verb == "ask":
+        return {"name": "ask_user", "arguments": {"question": rest.partition(": ")[2]}}
+    if verb == "call":
+        tool, _, args = rest.partition(" ")
+        return {"name": tool, "arguments": json.loads(args)}
+    return {"name": "finish", "arguments": {"summary": rest}}
+
+
+def test_tool_environments_expose_the_tasks_tools(tool_rows):
+    from transformers.utils import get_json_schema
+
+    factories = tool_environments(tool_rows)
+    assert set(factories) == {r["environment"] for r in tool_rows}
+    env = factories[tool_rows[0]["environment"]]()
+    task = json.loads(tool_rows[0]["task"])
+    for tool in task["tools"]:
+        schema = get_json_schema(getattr(env, tool["name"]))
+        assert schema["function"]["name"] == tool["name"]
+        params = tool["parameters"]
+        assert set(schema["function"]["parameters"]["properties"]) == set(params.get("properties", {}))
+        assert set(schema["function"]["parameters"].get("required", [])) == set(params.get("required", []))
+    for own in ("ask_user", "finish"):
+        assert get_json_schema(getattr(env, own))["function"]["name"] == own
+    # The oracle workflow through the methods scores what the Rust environment scores.
+    env.reset(**tool_rows[0])
+    for step in task["workflow"]:
+        call = oracle_call(step)
+        getattr(env, call["name"])(**call["arguments"])
+    assert env.get_reward() == 1.0
+    lazy = factories[tool_rows[0]["environment"]]()
+    lazy.reset(**tool_rows[0])
+    lazy.finish("Done.")
+    reference = rulegym.ToolEnv(tool_rows[0]["task"], rulegym.RubricScorer(), "openai")
+    reference.reset()
+    reference.step_message({"role": "assistant", "content": "<answer>Done.</answer>"})
+    assert lazy.get_reward() == reference.score()["reward"] < 1.0
+
+
+def test_one_grpo_step_tool_use_tasks(tool_rows, tmp_path):
+    from datasets import Dataset
+    from trl import GRPOTrainer
+    from trl.chat_template_utils import qwen2_5_chat_template
+
+    tasks = {r["prompt"][1]["content"]: json.loads(r["task"]) for r in tool_rows}
+    rollout = {"n": 0}
+
+    def script(context):
+        instruction = max((i for i in tasks if i in context), key=context.rfind)
+        turn = context.count("<tool_response>")
+        workflow = tasks[instruction]["workflow"]
+        if turn == 0:
+            # Odd rollouts start the oracle workflow, even ones finish at once.
+            rollout["n"] += 1
+            step = workflow[0] if rollout["n"] % 2 else workflow[-1]
+        elif '{"name": "finish", "arguments"' in context or turn >= len(workflow):
+            return "Done."
+        else:
+            step = workflow[turn]
+        return f"<tool_call>\n{json.dumps(oracle_call(step))}\n</tool_call>"
+
+    tok = tiny_tokenizer(tmp_path / "tok", qwen2_5_chat_template)
+    model = scripted_model(tok, script)
+    model.config.max_position_embeddings = 65536
+    trainer = GRPOTrainer(model=model, args=grpo_config(tmp_path, max_completion_length=60000),
+                          train_dataset=Dataset.from_list(tool_rows), processing_class=tok,
+                          environment_factory=tool_environments(tool_rows))
+    trainer.train()
+    assert rollout["n"] == 4
+    lazy = []
+    for row in tool_rows:
+        env = rulegym.ToolEnv(row["task"], rulegym.RubricScorer(), "openai")
+        env.reset()
+        env.step_message({"role": "assistant", "content": "<answer>Done.</answer>"})
+        lazy.append(env.score()["reward"])
+    # Per task: one oracle rollout (1.0) and one that finishes at once.
+    expected = (2 * 1.0 + sum(lazy)) / 4
+    rewards = [h["reward"] for h in trainer.state.log_history if "reward" in h]
+    assert rewards and rewards[-1] == pytest.approx(expected)
