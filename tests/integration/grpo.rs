@@ -739,22 +739,12 @@ fn results_do_not_depend_on_thread_count() {
 mod gpu {
     use super::*;
     use rand::Rng;
-    use rulegym::gpu::{GpuContext, GpuError};
+    use rulegym::gpu::GpuContext;
     use rulegym::grpo::gpu::GpuGrpo;
 
-    /// The GPU context, or `None` after a loud message when the machine has no adapter.
+    /// The GPU context (see `retrieval_gpu::context`: a missing adapter fails under CI).
     fn context() -> Option<GpuContext> {
-        match GpuContext::new() {
-            Ok(ctx) => {
-                eprintln!("GPU adapter: {}", ctx.describe());
-                Some(ctx)
-            }
-            Err(e @ GpuError::NoAdapter(_)) => {
-                eprintln!("SKIPPED: GPU-vs-CPU GRPO test: {e}");
-                None
-            }
-            Err(e) => panic!("GPU setup failed: {e}"),
-        }
+        crate::retrieval_gpu::context("GPU-vs-CPU GRPO test")
     }
 
     fn random_batch(seed: u64, seqs: usize, max_len: usize) -> Batch {

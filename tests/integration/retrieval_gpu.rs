@@ -7,14 +7,20 @@ use rulegym::gpu::{GpuContext, GpuError};
 use rulegym::retrieval::gpu::{GpuFlatIndex, MAX_K, score_tolerance};
 use rulegym::retrieval::{FlatIndex, RetrievalError};
 
-/// The GPU context, or `None` after a loud message when the machine has no adapter.
-fn context(test: &str) -> Option<GpuContext> {
+/// The GPU context (every GPU test's), or `None` after a loud message when the machine has no
+/// adapter; a missing adapter fails the test when `CI` or `RULEGYM_REQUIRE_GPU` is set (CI
+/// installs lavapipe; `scripts/gpu-recipe.sh run` sets the latter on a lent GPU machine).
+pub(crate) fn context(test: &str) -> Option<GpuContext> {
     match GpuContext::new() {
         Ok(ctx) => {
             eprintln!("GPU adapter: {}", ctx.describe());
             Some(ctx)
         }
         Err(e @ GpuError::NoAdapter(_)) => {
+            if std::env::var_os("CI").is_some() || std::env::var_os("RULEGYM_REQUIRE_GPU").is_some()
+            {
+                panic!("{test}: no GPU adapter, and CI or RULEGYM_REQUIRE_GPU is set: {e}");
+            }
             eprintln!("SKIPPED: {test}: {e}");
             None
         }
