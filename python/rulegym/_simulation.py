@@ -1,6 +1,19 @@
-"""The simulation settings the adapters pass on to :class:`rulegym.ToolEnv`."""
+"""What the tool-use adapters share: the simulation settings they pass on to
+:class:`rulegym.ToolEnv`, and one rubric engine per process."""
 
 from typing import Any, Dict, Optional
+
+from rulegym import _rulegym
+
+_SCORER = None
+
+
+def shared_scorer() -> "_rulegym.RubricScorer":
+    """One rubric engine per process (start-up ~0.2-0.5 s), shared by every adapter's ToolEnv."""
+    global _SCORER
+    if _SCORER is None:
+        _SCORER = _rulegym.RubricScorer()
+    return _SCORER
 
 
 def simulation_dict(simulation: Any) -> Optional[Dict[str, Any]]:

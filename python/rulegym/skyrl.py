@@ -35,7 +35,7 @@ from typing import Any, Dict, List, Mapping, Optional, Tuple
 from skyrl_gym.envs.base_text_env import BaseTextEnv, BaseTextEnvStepOutput
 
 from rulegym import _rulegym
-from rulegym._simulation import simulation_dict
+from rulegym._simulation import shared_scorer, simulation_dict
 
 #: Environment ids registered by :func:`register` (the version bumps when outputs change).
 SEARCH_ENV_ID = "rulegym-search-v1"
@@ -157,15 +157,6 @@ def register() -> List[str]:
 #: Id of the tool-use environment registered by :func:`register_tool_env`.
 TOOL_ENV_ID = "rulegym-tool-v1"
 
-_SCORER = None
-
-
-def _shared_scorer():
-    """One rubric engine per process (start-up ~0.2-0.5 s), shared by every ToolEnv."""
-    global _SCORER
-    if _SCORER is None:
-        _SCORER = _rulegym.RubricScorer()
-    return _SCORER
 
 
 class ToolEnv(BaseTextEnv):
@@ -186,7 +177,7 @@ class ToolEnv(BaseTextEnv):
         max_turns = extras.get("max_turns") or _get(env_config, "max_turns") or 16
         self._env = _rulegym.ToolEnv(
             task,
-            _shared_scorer(),
+            shared_scorer(),
             str(_get(env_config, "protocol", "hermes")),
             int(max_turns),
             simulation_dict(_get(env_config, "simulation")),

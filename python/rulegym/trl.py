@@ -39,6 +39,7 @@ import os
 from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional, Sequence
 
 from rulegym import _rulegym
+from rulegym._simulation import shared_scorer
 
 __all__ = [
     "SearchEnvironment",
@@ -271,17 +272,6 @@ class SearchEnvironment:
         return self._reward
 
 
-_SCORER = None
-
-
-def _shared_scorer():
-    """One rubric engine per process, shared by every tool environment."""
-    global _SCORER
-    if _SCORER is None:
-        _SCORER = _rulegym.RubricScorer()
-    return _SCORER
-
-
 class ToolEnvironment:
     """A tool-use episode for TRL: the task's own tools (one method each, added by
     :func:`tool_environments`), ``ask_user`` (the simulated user answers) and ``finish``; the
@@ -301,7 +291,7 @@ class ToolEnvironment:
         task = row.get("task")
         if not task:
             raise RowError(f"row {row.get('task_id')!r}: no `task` (rulegym export --tasks ... --format trl)")
-        self._env = _rulegym.ToolEnv(task, _shared_scorer(), "openai", int(self.max_turns), self.simulation)
+        self._env = _rulegym.ToolEnv(task, shared_scorer(), "openai", int(self.max_turns), self.simulation)
         self._env.reset()
         self._calls = 0
         return None
