@@ -14,8 +14,8 @@
 #   3. a short GRPO run with vLLM generation (TRL, colocated) on rulegym's single-turn search
 #      environment, if the machine's Python has torch, trl and vllm (the device cannot install
 #      anything); otherwise it says so in out/train.txt.
-# Not yet run on a device: no session so far was lent one. On a CPU machine `run` exercises
-# steps 1-2 on lavapipe and stops at step 3 with the reason.
+# Not yet run: no session so far was lent a device. On a CPU machine `run` would do steps 1-2 on
+# lavapipe and stop at step 3 with the reason.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 DIR=target/gpu-recipe

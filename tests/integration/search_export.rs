@@ -16,6 +16,35 @@ fn generate(dir: &Path) -> Vec<Question> {
     read_jsonl(&dir.join("questions.jsonl")).unwrap()
 }
 
+/// pyarrow (the trainers' parquet reader; `datasets` reads parquet with it) reads `path` as
+/// `rows`. Skipped loudly without the test venv, and a failure when `CI` is set.
+fn assert_pyarrow_reads(path: &Path, rows: &[Value], name: &str) {
+    let Ok(python) = std::env::var("RULEGYM_TEST_PYTHON") else {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "RULEGYM_TEST_PYTHON is unset under CI: the pyarrow read-back of {name} cannot be skipped"
+        );
+        eprintln!(
+            "SKIPPED: pyarrow read-back of {name} parquet (RULEGYM_TEST_PYTHON unset; scripts/test.sh sets it)"
+        );
+        return;
+    };
+    let script = "import sys, json, pyarrow.parquet as pq\n\
+                  print(json.dumps(pq.read_table(sys.argv[1]).to_pylist()))";
+    let out = Command::new(python)
+        .args(["-c", script])
+        .arg(path)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let read: Vec<Value> = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(read, rows, "{name}: pyarrow reads the same rows");
+}
+
 fn check_row(row: &Value, q: &Question, i: usize, format: ExportFormat) {
     assert_eq!(row["data_source"], "rulegym_search");
     let prompt = row["prompt"].as_array().unwrap();
@@ -123,28 +152,7 @@ fn export_verl_and_skyrl_rows_read_back() {
         assert_eq!(text.lines().count(), n_val);
         assert!(text.lines().all(|l| l.contains("\"split\":\"val\"")));
         // pyarrow reads the file as the trainers do.
-        match std::env::var("RULEGYM_TEST_PYTHON") {
-            Ok(python) => {
-                let script = "import sys, json, pyarrow.parquet as pq\n\
-                              t = pq.read_table(sys.argv[1])\n\
-                              print(json.dumps(t.to_pylist()))";
-                let out = Command::new(python)
-                    .args(["-c", script])
-                    .arg(&pq)
-                    .output()
-                    .unwrap();
-                assert!(
-                    out.status.success(),
-                    "{}",
-                    String::from_utf8_lossy(&out.stderr)
-                );
-                let rows: Vec<Value> = serde_json::from_slice(&out.stdout).unwrap();
-                assert_eq!(rows, from_jsonl, "{name}: pyarrow reads the same rows");
-            }
-            Err(_) => eprintln!(
-                "SKIPPED: pyarrow read-back of {name} parquet (RULEGYM_TEST_PYTHON unset; scripts/test.sh sets it)"
-            ),
-        }
+        assert_pyarrow_reads(&pq, &from_jsonl, &name);
     }
     // Bad format: an error naming it.
     let out = cli::run(
@@ -213,66 +221,25 @@ fn export_trl_rows_read_back() {
         );
         assert_eq!(std::fs::read(&out).unwrap(), std::fs::read(file).unwrap());
     }
-    // A preset's configuration travels in env_config.
-    let preset = dir.path().join("preset.jsonl");
-    cli::run_ok(
-        cli::rulegym()
-            .args([
-                "export",
-                "--format",
-                "trl",
-                "--preset",
-                "phantomenvs",
-                "--dataset",
-            ])
-            .arg(&data)
-            .arg("--out")
-            .arg(&preset),
-    );
-    let rows: Vec<Value> = read_jsonl(&preset).unwrap();
+    // A preset's configuration travels in env_config, in JSONL and parquet alike.
+    let preset = |name: &str| {
+        let out = dir.path().join(name);
+        cli::run_ok(
+            cli::rulegym()
+                .args(["export", "--format", "trl", "--preset", "phantomenvs"])
+                .arg("--dataset")
+                .arg(&data)
+                .arg("--out")
+                .arg(&out),
+        );
+        out
+    };
+    let rows: Vec<Value> = read_jsonl(&preset("preset.jsonl")).unwrap();
     assert_eq!(rows[0]["prompt"][0]["role"], "system");
     let config: Value = serde_json::from_str(rows[0]["env_config"].as_str().unwrap()).unwrap();
     assert_eq!(config["max_turns"], 10);
-    let preset_pq = dir.path().join("preset.parquet");
-    cli::run_ok(
-        cli::rulegym()
-            .args([
-                "export",
-                "--format",
-                "trl",
-                "--preset",
-                "phantomenvs",
-                "--dataset",
-            ])
-            .arg(&data)
-            .arg("--out")
-            .arg(&preset_pq),
-    );
-    assert_eq!(read_parquet_json(&preset_pq).unwrap(), rows);
-    match std::env::var("RULEGYM_TEST_PYTHON") {
-        Ok(python) => {
-            let script = "import sys, json, pyarrow.parquet as pq\n\
-                          print(json.dumps(pq.read_table(sys.argv[1]).to_pylist()))";
-            let out = Command::new(python)
-                .args(["-c", script])
-                .arg(&pq)
-                .output()
-                .unwrap();
-            assert!(
-                out.status.success(),
-                "{}",
-                String::from_utf8_lossy(&out.stderr)
-            );
-            let rows: Vec<Value> = serde_json::from_slice(&out.stdout).unwrap();
-            assert_eq!(rows, from_jsonl, "pyarrow reads the same rows");
-        }
-        Err(_) if std::env::var_os("CI").is_some() => {
-            panic!("RULEGYM_TEST_PYTHON is unset under CI: the pyarrow read-back cannot be skipped")
-        }
-        Err(_) => eprintln!(
-            "SKIPPED: pyarrow read-back of TRL parquet (RULEGYM_TEST_PYTHON unset; scripts/test.sh sets it)"
-        ),
-    }
+    assert_eq!(read_parquet_json(&preset("preset.parquet")).unwrap(), rows);
+    assert_pyarrow_reads(&pq, &from_jsonl, "trl");
 }
 
 /// `export --preset phantomenvs` carries the paper's system message and prompt; `--prompt` and
