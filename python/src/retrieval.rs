@@ -1,7 +1,6 @@
 //! Search indexes: building, loading (cached per file) and querying.
 
 use crate::prelude::*;
-use rulegym::retrieval::TitleLookup;
 
 /// Identity of an index file: canonical path, size and modification time (a file rewritten in
 /// place is loaded again).
@@ -36,8 +35,6 @@ pub(crate) fn load_cached(path: &Path) -> rulegym::Result<Arc<SearchIndex>> {
 #[pyclass(frozen, module = "rulegym._rulegym")]
 pub(crate) struct Index {
     pub(crate) inner: Arc<SearchIndex>,
-    /// Built on the first `article` call.
-    titles: std::sync::OnceLock<TitleLookup>,
 }
 
 #[pymethods]
@@ -46,26 +43,21 @@ impl Index {
     #[new]
     fn new(py: Python<'_>, path: PathBuf) -> PyResult<Self> {
         let inner = py.allow_threads(|| load_cached(&path)).map_err(err)?;
-        Ok(Index {
-            inner,
-            titles: std::sync::OnceLock::new(),
-        })
+        Ok(Index { inner })
     }
 
     /// The document titled `title` (exactly, else ignoring case) as `{"id", "contents"}`, or
     /// None: the MCP server's `get_article` lookup.
     fn article<'py>(&self, py: Python<'py>, title: &str) -> PyResult<Option<Bound<'py, PyDict>>> {
-        let docs = self.inner.docs();
-        let titles = self.titles.get_or_init(|| TitleLookup::new(docs));
-        match titles.find(title.trim()) {
-            None => Ok(None),
-            Some(i) => {
+        self.inner
+            .article(title.trim())
+            .map(|doc| {
                 let item = PyDict::new(py);
-                item.set_item("id", &docs[i].id)?;
-                item.set_item("contents", &docs[i].contents)?;
-                Ok(Some(item))
-            }
-        }
+                item.set_item("id", &doc.id)?;
+                item.set_item("contents", &doc.contents)?;
+                Ok(item)
+            })
+            .transpose()
     }
 
     /// Top-`k` documents for each query: `[[{"id", "contents", "score"}, ...], ...]`.

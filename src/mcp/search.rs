@@ -2,7 +2,7 @@
 
 use super::McpError;
 use crate::question::Question;
-use crate::retrieval::{Document, SearchIndex, TitleLookup};
+use crate::retrieval::{Document, SearchIndex};
 use crate::reward::{AnswerScore, ScoreMode, score};
 use std::collections::HashMap;
 use std::path::Path;
@@ -14,8 +14,6 @@ pub struct SearchWorld {
     index: Arc<SearchIndex>,
     /// Names of the universe's people, in the dataset's order.
     people: Vec<String>,
-    /// Title -> document position.
-    titles: TitleLookup,
     /// Document id -> document position.
     by_id: HashMap<String, usize>,
     question: Option<Question>,
@@ -46,7 +44,6 @@ impl SearchWorld {
 
     /// A world over an index already in memory.
     pub fn new(index: Arc<SearchIndex>, people: Vec<String>, question: Option<Question>) -> Self {
-        let titles = TitleLookup::new(index.docs());
         let mut by_id = HashMap::new();
         for (i, d) in index.docs().iter().enumerate() {
             by_id.entry(d.id.clone()).or_insert(i);
@@ -54,7 +51,6 @@ impl SearchWorld {
         SearchWorld {
             index,
             people,
-            titles,
             by_id,
             question,
             score_mode: ScoreMode::Squad,
@@ -95,7 +91,7 @@ impl SearchWorld {
 
     /// The article titled exactly `title`, else the first whose title matches it ignoring case.
     pub fn article_by_title(&self, title: &str) -> Option<&Document> {
-        self.titles.find(title).map(|i| &self.index.docs()[i])
+        self.index.article(title)
     }
 
     /// The article with document id `id`.

@@ -27,17 +27,16 @@ impl Document {
 }
 
 /// Finds documents by title: the one titled exactly so, else the first (in corpus order) whose
-/// title matches ignoring case. One lookup for every surface that reads an article by title
-/// (the MCP search world, the Python `Index.article`).
+/// title matches ignoring case ([`super::SearchIndex::article`] holds one).
 #[derive(Debug, Clone, Default)]
-pub struct TitleLookup {
+pub(crate) struct TitleLookup {
     exact: std::collections::HashMap<String, usize>,
     folded: std::collections::HashMap<String, usize>,
 }
 
 impl TitleLookup {
     /// The lookup over `docs` (positions refer to this slice).
-    pub fn new(docs: &[Document]) -> Self {
+    pub(crate) fn new(docs: &[Document]) -> Self {
         let mut lookup = TitleLookup::default();
         for (i, d) in docs.iter().enumerate() {
             lookup.exact.entry(d.title().to_owned()).or_insert(i);
@@ -47,7 +46,7 @@ impl TitleLookup {
     }
 
     /// The position of the document titled `title` (exactly, else ignoring case).
-    pub fn find(&self, title: &str) -> Option<usize> {
+    pub(crate) fn find(&self, title: &str) -> Option<usize> {
         self.exact
             .get(title)
             .or_else(|| self.folded.get(&title.to_lowercase()))

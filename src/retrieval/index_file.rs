@@ -170,6 +170,8 @@ pub struct SearchIndex {
     encoder: Arc<dyn Encoder>,
     #[cfg(feature = "hnsw")]
     hnsw: Option<super::hnsw::HnswIndex>,
+    /// Documents by title, built on the first [`SearchIndex::article`] call.
+    titles: std::sync::OnceLock<super::TitleLookup>,
 }
 
 impl std::fmt::Debug for SearchIndex {
@@ -318,6 +320,7 @@ impl SearchIndex {
             encoder,
             #[cfg(feature = "hnsw")]
             hnsw,
+            titles: std::sync::OnceLock::new(),
         })
     }
 
@@ -329,6 +332,16 @@ impl SearchIndex {
     /// The documents, in row order.
     pub fn docs(&self) -> &[Document] {
         &self.docs
+    }
+
+    /// The document titled exactly `title`, else the first (in row order) whose title matches
+    /// it ignoring case: what every surface that reads an article by title uses (the MCP
+    /// `get_article` tool, the Python `Index.article`). The lookup is built once, on first use.
+    pub fn article(&self, title: &str) -> Option<&Document> {
+        let titles = self
+            .titles
+            .get_or_init(|| super::TitleLookup::new(&self.docs));
+        titles.find(title).map(|i| &self.docs[i])
     }
 
     /// The exact index over the document vectors.

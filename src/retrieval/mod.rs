@@ -16,7 +16,8 @@ pub mod server;
 pub mod synthetic;
 pub mod topk;
 
-pub use docs::{Document, TitleLookup};
+pub use docs::Document;
+pub(crate) use docs::TitleLookup;
 pub use encoder::{BuiltinConfig, BuiltinEncoder, Encoder, Role};
 pub use flat::FlatIndex;
 pub use index_file::{EncoderChoice, IndexKind, SearchIndex};
