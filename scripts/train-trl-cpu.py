@@ -198,7 +198,7 @@ def evaluate_single(model, tok, rows: list[dict], max_new_tokens: int, batch: in
                         for r, c, x in zip(rows[:8], completions[:8], rewards[:8])]}
 
 
-def evaluate_multi(model, tok, rows: list[dict], index_path: str, max_new_tokens: int, turns: int) -> dict:
+def evaluate_multi(model, tok, rows: list[dict], max_new_tokens: int, turns: int) -> dict:
     """Greedy multi-turn episodes: the model's tool calls (parsed as TRL parses them) run in
     rulegym.trl.SearchEnvironment until it answers or the turn budget ends."""
     import torch
@@ -362,7 +362,7 @@ def main() -> int:
     def evaluate(m):
         if args.env == "single":
             return evaluate_single(m, tok, heldout, args.max_completion_length)
-        return evaluate_multi(m, tok, heldout, index_path, 96, 4)
+        return evaluate_multi(m, tok, heldout, 96, 4)
 
     t0 = time.time()
     before = evaluate(model)

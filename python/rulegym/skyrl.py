@@ -158,7 +158,6 @@ def register() -> List[str]:
 TOOL_ENV_ID = "rulegym-tool-v1"
 
 
-
 class ToolEnv(BaseTextEnv):
     """A tool-use episode (rulegym's Rust ToolEnv: executed state tools, simulated mapping
     tools, simulated user, executable rubric reward at the end). The task comes from

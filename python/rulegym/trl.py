@@ -94,7 +94,7 @@ def _env_config(value: Any) -> Optional[Dict[str, Any]]:
     return dict(value)
 
 
-def _turn(text: str, answers: List[str], question: str, env_config: Any) -> Dict[str, Any]:
+def _final_turn(text: str, answers: List[str], question: str, env_config: Any) -> Dict[str, Any]:
     """One turn of a search environment without a corpus: the step's result."""
     env = _rulegym.SearchEnv(None, question, answers, None, _env_config(env_config))
     env.reset()
@@ -118,7 +118,7 @@ def f1_reward(completions: List[Any], answers: List[Any], **kwargs: Any) -> List
     configs = _column(kwargs, "env_config", n)
     rewards = []
     for i, (completion, gold) in enumerate(zip(completions, answers)):
-        step = _turn(completion_text(completion), _answers(gold, f"row {i}"), questions[i] or "", configs[i])
+        step = _final_turn(completion_text(completion), _answers(gold, f"row {i}"), questions[i] or "", configs[i])
         rewards.append(float(step["reward"]) if step["done"] else 0.0)
     return rewards
 
@@ -132,7 +132,7 @@ def format_reward(completions: List[Any], answers: Optional[List[Any]] = None, *
     configs = _column(kwargs, "env_config", n)
     out = []
     for i, completion in enumerate(completions):
-        step = _turn(completion_text(completion), _answers(gold[i], f"row {i}"), "", configs[i])
+        step = _final_turn(completion_text(completion), _answers(gold[i], f"row {i}"), "", configs[i])
         out.append(1.0 if "answer" in step["metadata"] else 0.0)
     return out
 
@@ -418,4 +418,4 @@ def tool_environments(
         classes[env] = type(env, (ToolEnvironment,), members)
     if not classes:
         raise RowError("no tool-use rows")
-    return dict(classes)
+    return classes
