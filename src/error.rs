@@ -45,6 +45,10 @@ pub enum Error {
     #[cfg(feature = "eval")]
     #[error(transparent)]
     Eval(#[from] crate::env::eval::EvalError),
+    /// Session limits are unusable (a network server).
+    #[cfg(any(feature = "server", feature = "mcp"))]
+    #[error(transparent)]
+    Session(#[from] crate::sessions::SessionError),
     /// The MCP server could not start or stopped (feature `mcp`).
     #[cfg(feature = "mcp")]
     #[error(transparent)]

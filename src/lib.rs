@@ -31,6 +31,8 @@ pub mod relations;
 pub mod retrieval;
 pub mod reward;
 pub mod seed;
+#[cfg(any(feature = "server", feature = "mcp"))]
+pub mod sessions;
 #[cfg(feature = "synth")]
 pub mod synth;
 pub mod tooluse;

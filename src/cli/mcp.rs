@@ -64,6 +64,9 @@ pub struct Args {
     /// repeatable): the DNS-rebinding guard rejects any other.
     #[arg(long)]
     allow_host: Vec<String>,
+    /// Session bounds (http).
+    #[command(flatten)]
+    sessions: super::SessionArgs,
 }
 
 /// Runs `rulegym mcp` until the client disconnects (stdio) or the process is stopped (http).
@@ -105,12 +108,13 @@ pub fn run(args: Args) -> Result<()> {
             ));
         }
     };
+    let limits = args.sessions.limits()?;
     let world = Arc::new(world);
     if args.transport == "stdio" {
         crate::mcp::serve_stdio(world)
     } else {
         let addr = format!("{}:{}", args.host, args.port);
-        crate::mcp::serve_http(world, &addr, &args.allow_host, |local| {
+        crate::mcp::serve_http(world, &addr, &args.allow_host, limits, |local| {
             eprintln!("serving MCP (streamable HTTP) on http://{local}/mcp");
         })
     }

@@ -100,3 +100,37 @@ pub fn main() -> ExitCode {
         }
     }
 }
+
+/// Session bounds of a network server (`serve`, `mcp --transport http`), flattened into its
+/// flags: the one policy of [`crate::sessions`].
+#[derive(clap::Args, Debug, Clone)]
+pub(crate) struct SessionArgs {
+    /// Live sessions at once (MCP sessions; connections for `serve`); one more is answered 503
+    /// until one ends.
+    #[arg(long, default_value_t = 1024)]
+    max_sessions: usize,
+    /// Seconds without a request after which a session is closed and its state freed.
+    #[arg(long, default_value_t = 600.0)]
+    idle_timeout: f64,
+    /// Seconds after which a session is closed, however busy.
+    #[arg(long, default_value_t = 3600.0)]
+    max_lifetime: f64,
+}
+
+impl SessionArgs {
+    /// The limits these flags give (checked).
+    pub(crate) fn limits(&self) -> crate::Result<crate::sessions::SessionLimits> {
+        let secs = |flag: &str, v: f64| {
+            std::time::Duration::try_from_secs_f64(v).map_err(|_| {
+                crate::Error::Config(format!("--{flag} {v} is not a number of seconds"))
+            })
+        };
+        let limits = crate::sessions::SessionLimits {
+            max_sessions: self.max_sessions,
+            idle_timeout: secs("idle-timeout", self.idle_timeout)?,
+            max_lifetime: secs("max-lifetime", self.max_lifetime)?,
+        };
+        limits.validate()?;
+        Ok(limits)
+    }
+}

@@ -12,7 +12,7 @@ pub struct Args {
     /// Address to listen on.
     #[arg(long, default_value = "127.0.0.1")]
     host: String,
-    /// TCP port.
+    /// TCP port (0 picks a free one, printed on stderr).
     #[arg(long, default_value_t = 8000)]
     port: u16,
     /// Passages per query when a request gives no `topk`.
@@ -21,6 +21,9 @@ pub struct Args {
     /// Most queries encoded and searched together across concurrent requests.
     #[arg(long, default_value_t = 256)]
     max_batch: usize,
+    /// Connection bounds (a connection is a session of this stateless server).
+    #[command(flatten)]
+    sessions: super::SessionArgs,
 }
 
 /// Runs `rulegym serve` until interrupted.
@@ -32,6 +35,7 @@ pub fn run(args: Args) -> Result<()> {
     let cfg = ServerConfig {
         default_topk: args.topk,
         max_batch: args.max_batch,
+        sessions: args.sessions.limits()?,
         ..ServerConfig::default()
     };
     cfg.validate()?;
@@ -44,6 +48,8 @@ pub fn run(args: Args) -> Result<()> {
         let listener = tokio::net::TcpListener::bind(&addr)
             .await
             .map_err(|e| RetrievalError::Io(format!("bind {addr}"), e))?;
+        // The bound address (port 0 picks a free one).
+        let addr = listener.local_addr().map_or(addr, |a| a.to_string());
         eprintln!(
             "serving {} documents ({}) on http://{addr} (POST /retrieve, GET /health)",
             index.len(),

@@ -18,9 +18,12 @@
 //! is bounded ([`limits`]) and never ends the server: an unknown tool is a JSON-RPC error, bad
 //! arguments and calls after the episode ended are tool results with `isError` and a message.
 
+mod bounded;
 mod search;
 mod server;
 mod task;
+
+pub use bounded::{BoundedError, BoundedSessions};
 
 pub use search::SearchWorld;
 pub use server::{ARTICLE_URI, McpServer, QUESTION_URI, TASK_URI, ToolError};
@@ -136,15 +139,19 @@ pub fn serve_stdio(world: Arc<World>) -> crate::Result<()> {
 /// Serves `world` over streamable HTTP at `http://{listener address}/mcp`, one episode per MCP
 /// session, until the process is stopped. Requests must name a loopback host (`localhost`,
 /// `127.0.0.1`, `::1`) or one of `extra_hosts` in their `Host` header (rmcp's DNS-rebinding
-/// guard). `ready` is called with the bound address (port 0 picks a free port).
+/// guard). Sessions are bounded by `limits` ([`crate::sessions`]): beyond the cap a new session
+/// is answered 503 with a JSON-RPC error; idle and over-age sessions are closed and their
+/// episodes freed; DELETE closes one at once. `ready` is called with the bound address (port 0
+/// picks a free port).
 pub fn serve_http(
     world: Arc<World>,
     addr: &str,
     extra_hosts: &[String],
+    limits: crate::sessions::SessionLimits,
     ready: impl FnOnce(std::net::SocketAddr),
 ) -> crate::Result<()> {
-    use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
     use rmcp::transport::{StreamableHttpServerConfig, StreamableHttpService};
+    let sessions = BoundedSessions::new(limits)?;
     runtime()?.block_on(async move {
         let listener = tokio::net::TcpListener::bind(addr)
             .await
@@ -161,12 +168,19 @@ pub fn serve_http(
             .cloned()
             .chain(extra_hosts.iter().cloned())
             .collect();
+        let _reaper = sessions.spawn_reaper();
+        let table = sessions.table().clone();
         let service = StreamableHttpService::new(
             move || McpServer::new(world.clone()).map_err(std::io::Error::other),
-            Arc::new(LocalSessionManager::default()),
+            sessions,
             config.with_allowed_hosts(hosts),
         );
-        let router = axum::Router::new().nest_service("/mcp", service);
+        let router = axum::Router::new()
+            .nest_service("/mcp", service)
+            .layer(axum::middleware::from_fn_with_state(
+                table,
+                bounded::refuse_when_full,
+            ));
         ready(local);
         axum::serve(listener, router)
             .await

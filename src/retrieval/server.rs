@@ -11,9 +11,10 @@
 //! Bounds (see [`ServerConfig`]): a request body over `max_body_bytes` or not received within
 //! `body_timeout` is refused (413 / 408); more than `max_hits_per_request` hits (queries x topk)
 //! or a response over `max_response_bytes` is a 413 before any search or serialisation; request
-//! headers must arrive within `header_timeout`; at most `max_connections` connections are served
-//! at once (one more is answered 503 and closed) and each lives at most `connection_lifetime`
-//! (then it is closed gracefully after its current request).
+//! headers must arrive within `header_timeout`. Connections are the server's sessions, bounded
+//! by the policy every rulegym server shares ([`crate::sessions`]): at most `max_sessions` at
+//! once (one more is answered 503 and closed), one idle for `idle_timeout` or older than
+//! `max_lifetime` is closed gracefully after its current request.
 //!
 //! Concurrent requests are batched: handlers hand their queries to one batcher thread, which
 //! takes everything pending (up to `max_batch` queries), encodes it and runs one flat search,
@@ -34,7 +35,8 @@ use std::sync::Arc;
 use std::sync::mpsc;
 use std::time::Duration;
 use tokio::io::AsyncWriteExt;
-use tokio::sync::oneshot;
+use crate::sessions::{SessionLimits, SessionTable};
+use tokio::sync::{Notify, oneshot};
 
 /// Server settings and resource bounds.
 #[derive(Clone, Debug)]
@@ -55,10 +57,8 @@ pub struct ServerConfig {
     pub header_timeout: Duration,
     /// Time for a request's body to arrive (408 beyond).
     pub body_timeout: Duration,
-    /// Connections served at once; one more is answered 503 and closed.
-    pub max_connections: usize,
-    /// Longest life of one connection (closed gracefully after its current request).
-    pub connection_lifetime: Duration,
+    /// Connections served at once, their idle timeout and longest life.
+    pub sessions: SessionLimits,
 }
 
 impl Default for ServerConfig {
@@ -72,8 +72,7 @@ impl Default for ServerConfig {
             max_body_bytes: 4 << 20,
             header_timeout: Duration::from_secs(10),
             body_timeout: Duration::from_secs(30),
-            max_connections: 1024,
-            connection_lifetime: Duration::from_secs(300),
+            sessions: SessionLimits::default(),
         }
     }
 }
@@ -88,13 +87,8 @@ impl ServerConfig {
             self.max_hits_per_request,
             self.max_response_bytes,
             self.max_body_bytes,
-            self.max_connections,
         ];
-        let times = [
-            self.header_timeout,
-            self.body_timeout,
-            self.connection_lifetime,
-        ];
+        let times = [self.header_timeout, self.body_timeout];
         if counts.contains(&0) || times.iter().any(Duration::is_zero) {
             return Err(RetrievalError::Config(
                 "server topk, batch, request, response, body and connection limits and timeouts \
@@ -102,7 +96,9 @@ impl ServerConfig {
                     .into(),
             ));
         }
-        Ok(())
+        self.sessions
+            .validate()
+            .map_err(|e| RetrievalError::Config(e.to_string()))
     }
 }
 
@@ -192,7 +188,14 @@ pub async fn serve(
     cfg: ServerConfig,
 ) -> Result<(), RetrievalError> {
     let app = router(index, cfg.clone())?;
-    let permits = Arc::new(tokio::sync::Semaphore::new(cfg.max_connections));
+    // One entry per connection, with the signal that closes it; the reaper fires it when the
+    // connection has been idle too long or has lived too long.
+    let table: Arc<SessionTable<u64, Arc<Notify>>> = Arc::new(
+        SessionTable::new(cfg.sessions.clone())
+            .map_err(|e| RetrievalError::Config(e.to_string()))?,
+    );
+    let _reaper = table.spawn_reaper(|_, close: Arc<Notify>| async move { close.notify_one() });
+    let mut next_id = 0u64;
     loop {
         let stream = match listener.accept().await {
             Ok((stream, _)) => stream,
@@ -202,14 +205,22 @@ pub async fn serve(
                 continue;
             }
         };
-        let Ok(permit) = permits.clone().try_acquire_owned() else {
+        next_id += 1;
+        let id = next_id;
+        let close = Arc::new(Notify::new());
+        if table.admit(id, close.clone()).is_err() {
             tokio::spawn(refuse(stream));
             continue;
-        };
-        let (app, cfg) = (app.clone(), cfg.clone());
+        }
+        let (app, cfg, table) = (app.clone(), cfg.clone(), table.clone());
         tokio::spawn(async move {
-            let _permit = permit;
-            let service = hyper_util::service::TowerToHyperService::new(app);
+            use hyper::service::Service as _;
+            let inner = hyper_util::service::TowerToHyperService::new(app);
+            let seen = table.clone();
+            let service = hyper::service::service_fn(move |req| {
+                seen.touch(&id);
+                inner.call(req)
+            });
             let mut builder = hyper::server::conn::http1::Builder::new();
             builder
                 .timer(hyper_util::rt::TokioTimer::new())
@@ -218,11 +229,12 @@ pub async fn serve(
             tokio::pin!(conn);
             tokio::select! {
                 _ = conn.as_mut() => {}
-                _ = tokio::time::sleep(cfg.connection_lifetime) => {
+                _ = close.notified() => {
                     conn.as_mut().graceful_shutdown();
                     let _ = tokio::time::timeout(cfg.body_timeout, conn).await;
                 }
             }
+            table.remove(&id);
         });
     }
 }

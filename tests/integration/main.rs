@@ -23,6 +23,7 @@ mod rubric_memory;
 mod search_env;
 mod search_eval;
 mod search_export;
+mod sessions;
 mod synth_pipeline;
 mod tool_env;
 mod tool_export;

@@ -172,7 +172,10 @@ fn bounds_hold_under_valid_malformed_oversized_and_slow_clients() {
     let index =
         Arc::new(SearchIndex::build(docs, &"builtin".parse().unwrap(), IndexKind::Flat).unwrap());
     let cfg = ServerConfig {
-        max_connections: 400,
+        sessions: rulegym::sessions::SessionLimits {
+            max_sessions: 400,
+            ..Default::default()
+        },
         header_timeout: Duration::from_millis(800),
         body_timeout: Duration::from_millis(800),
         max_body_bytes: 1 << 20,
@@ -255,7 +258,10 @@ fn bounds_hold_under_valid_malformed_oversized_and_slow_clients() {
 
     // Beyond the connection limit, a connection is answered 503 at once and closed.
     let cfg = ServerConfig {
-        max_connections: 4,
+        sessions: rulegym::sessions::SessionLimits {
+            max_sessions: 4,
+            ..Default::default()
+        },
         ..ServerConfig::default()
     };
     let small = start(index, cfg);
