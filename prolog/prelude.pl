@@ -54,20 +54,40 @@ count_each(Rel, Xs, Counts) :-
     findall(N, (member(X, Xs), findall(Y, call(Rel, X, Y), Ys), sort(Ys, U), length(U, N)), Ns),
     sort(Ns, Counts).
 
-%% older_of(+[A], +[B], -[Older]): whichever of A and B was born first; fails on a tie or when
-%% either set is not a single person.
-older_of([A], [B], [Older]) :-
-    dob(A, DA), dob(B, DB),
-    (   DA @< DB -> Older = A
-    ;   DB @< DA -> Older = B
-    ).
+%% older_of(+As, +Bs, -[Older]): the one person every pairing of a member of As with a member of
+%% Bs names as born first (PhantomWiki's answer: the union over the pairings; a tie names
+%% nobody). For one person on each side, whichever was born first. Fails on a tie, on an empty
+%% side, or when the pairings name different people (an ambiguous comparison).
+older_of(As, Bs, [Older]) :- pairing_winners(first, As, Bs, [Older]).
 
-%% younger_of(+[A], +[B], -[Younger]): whichever of A and B was born last; fails on a tie or when
-%% either set is not a single person.
-younger_of([A], [B], [Younger]) :-
-    dob(A, DA), dob(B, DB),
-    (   DA @> DB -> Younger = A
-    ;   DB @> DA -> Younger = B
+%% younger_of(+As, +Bs, -[Younger]): as older_of/3, born last.
+younger_of(As, Bs, [Younger]) :- pairing_winners(last, As, Bs, [Younger]).
+
+%% pairing_winners(+Which, +As, +Bs, -Ws): the sorted people who win at least one pairing of a
+%% member of As with a member of Bs. A member of As wins one exactly when it beats the weakest
+%% date of Bs (the latest for first, the earliest for last), and the other way round: linear in
+%% the sides, not in their product.
+pairing_winners(Which, As, Bs, Ws) :-
+    findall(D, (member(A, As), dob(A, D)), DAs),
+    findall(D, (member(B, Bs), dob(B, D)), DBs),
+    weakest(Which, DAs, WA),
+    weakest(Which, DBs, WB),
+    findall(P,
+            (   member(P, As), dob(P, D), beats(Which, D, WB)
+            ;   member(P, Bs), dob(P, D), beats(Which, D, WA)
+            ),
+            Ps),
+    sort(Ps, Ws).
+
+beats(first, D, E) :- D @< E.
+beats(last, D, E) :- D @> E.
+
+%% weakest(+Which, +Dates, -W): the date of a non-empty list that beats none of the others.
+weakest(Which, [D|Ds], W) :- weakest_(Ds, Which, D, W).
+weakest_([], _, W, W).
+weakest_([D|Ds], Which, W0, W) :-
+    (   beats(Which, W0, D) -> weakest_(Ds, Which, D, W)
+    ;   weakest_(Ds, Which, W0, W)
     ).
 
 %% oldest_each(+Rel, +Xs, -Ys) / youngest_each(+Rel, +Xs, -Ys): the sorted union, over each X

@@ -580,7 +580,12 @@ pub fn propose_all(
                     }
                     let screened = p.query.evaluate_native(universe)?;
                     let unique_required = family != Family::Base;
-                    if screened.is_empty() || (unique_required && screened.len() != 1) {
+                    // A comparison side naming several people is never asked (such a side has
+                    // an answer only when every pairing agrees; imported questions may have one).
+                    if screened.is_empty()
+                        || (unique_required && screened.len() != 1)
+                        || !p.query.one_person_sides(universe)?
+                    {
                         counts.not_unique += 1;
                         continue;
                     }

@@ -102,10 +102,11 @@ pub enum Query {
     /// For each person at the end, how many distinct relatives by the relation (the set of
     /// counts, as PhantomWiki's per-binding `aggregate_all(count, distinct(...))`).
     HowMany(Chain, String),
-    /// Which of the two (each chain must end at one person) was born first; no answer on a tie.
+    /// Which of the two was born first; no answer on a tie. A side that denotes several people
+    /// (an imported question; rulegym's generator keeps one person a side) has the answer every
+    /// pairing gives, and none when pairings differ ([`pairing_winners`]).
     Older(Chain, Chain),
-    /// Which of the two (each chain must end at one person) was born last; no answer on a tie
-    /// ("Who is younger, A, or B?").
+    /// Which of the two was born last, as [`Query::Older`] ("Who is younger, A, or B?").
     Younger(Chain, Chain),
     /// The same answer as [`Query::Older`], asked as "Who was born first, A, or B?".
     BornFirst(Chain, Chain),
@@ -151,6 +152,32 @@ impl Born {
             Born::Last => a > b,
         }
     }
+}
+
+/// The people who win at least one pairing of a member of `xs` with a member of `ys` (born
+/// strictly first, or last), sorted: PhantomWiki's answer to a date comparison (the union over
+/// the pairings; a tie names nobody). A comparison has an answer when this is one person. A
+/// member of one side wins a pairing exactly when it beats the other side's weakest date, so
+/// this is linear in the sides (the twin of the prelude's `pairing_winners/4`).
+pub fn pairing_winners(u: &Universe, xs: &[PersonId], ys: &[PersonId], oldest: bool) -> Vec<PersonId> {
+    let born = if oldest { Born::First } else { Born::Last };
+    let weakest = |set: &[PersonId]| {
+        set.iter()
+            .map(|&p| u.person(p).dob.as_str())
+            .reduce(|w, d| if born.wins(w, d) { d } else { w })
+    };
+    let (Some(wx), Some(wy)) = (weakest(xs), weakest(ys)) else {
+        return Vec::new();
+    };
+    let mut out: Vec<PersonId> = xs
+        .iter()
+        .filter(|&&p| born.wins(&u.person(p).dob, wy))
+        .chain(ys.iter().filter(|&&p| born.wins(&u.person(p).dob, wx)))
+        .copied()
+        .collect();
+    out.sort_unstable();
+    out.dedup();
+    out
 }
 
 /// The people of `set` born first (or last), all of them on a tie; sorted.
@@ -429,6 +456,17 @@ impl Query {
         Ok(answers)
     }
 
+    /// Whether each side of a date comparison denotes exactly one person (true for every other
+    /// query): the only comparisons rulegym's generator asks.
+    pub fn one_person_sides(&self, u: &Universe) -> Result<bool, QueryError> {
+        Ok(match self {
+            Query::Older(a, b) | Query::Younger(a, b) | Query::BornFirst(a, b) => {
+                a.evaluate_native(u)?.len() == 1 && b.evaluate_native(u)?.len() == 1
+            }
+            _ => true,
+        })
+    }
+
     /// The same answers computed natively over the universe graph (the test oracle).
     pub fn evaluate_native(&self, u: &Universe) -> Result<Answers, QueryError> {
         let names = |ids: Vec<PersonId>| -> Answers {
@@ -450,23 +488,13 @@ impl Query {
                     .collect()
             }
             Query::Older(a, b) | Query::Younger(a, b) | Query::BornFirst(a, b) => {
-                match (&a.evaluate_native(u)?[..], &b.evaluate_native(u)?[..]) {
-                    (&[pa], &[pb]) => {
-                        let (da, db) = (&u.person(pa).dob, &u.person(pb).dob);
-                        let first = match da.cmp(db) {
-                            std::cmp::Ordering::Less => Some((pa, pb)),
-                            std::cmp::Ordering::Greater => Some((pb, pa)),
-                            std::cmp::Ordering::Equal => None,
-                        };
-                        match first {
-                            Some((_, last)) if matches!(self, Query::Younger(..)) => {
-                                names(vec![last])
-                            }
-                            Some((first, _)) => names(vec![first]),
-                            None => Vec::new(),
-                        }
-                    }
-                    _ => Vec::new(),
+                let oldest = !matches!(self, Query::Younger(..));
+                let winners =
+                    pairing_winners(u, &a.evaluate_native(u)?, &b.evaluate_native(u)?, oldest);
+                if winners.len() == 1 {
+                    names(winners)
+                } else {
+                    Vec::new()
                 }
             }
             Query::Oldest(chain, r) | Query::Youngest(chain, r) => {

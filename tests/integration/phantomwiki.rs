@@ -180,10 +180,10 @@ fn extended_shapes_are_verified_per_shape() {
         "disagreements {:#?}\nerrors {:#?}\nambiguous {:#?}\nmalformed {:#?}",
         q.disagreements, q.error_details, q.ambiguous_details, q.malformed_details
     );
-    assert_eq!(q.questions, 19);
+    assert_eq!(q.questions, 22);
     assert_eq!(
         (q.agree, q.disagree, q.errors, q.ambiguous, q.malformed),
-        (11, 1, 1, 2, 4),
+        (13, 1, 1, 2, 5),
         "{summary}"
     );
     assert_eq!(q.oracle_disagree, 0, "{summary}");
@@ -193,13 +193,13 @@ fn extended_shapes_are_verified_per_shape() {
         ("how-many", 1, 1, 0, 0, 0, 0),
         ("most", 2, 1, 0, 0, 1, 0),
         ("multi-attribute", 3, 2, 0, 0, 0, 1),
-        ("older", 2, 1, 1, 0, 0, 0),
+        ("older", 4, 2, 1, 0, 0, 1),
         ("oldest", 1, 1, 0, 0, 0, 0),
         ("undecided", 1, 0, 0, 0, 0, 1),
         ("unsupported", 1, 0, 0, 1, 0, 0),
         ("what", 1, 1, 0, 0, 0, 0),
         ("who", 2, 1, 0, 0, 0, 1),
-        ("younger", 2, 1, 0, 0, 1, 0),
+        ("younger", 3, 2, 0, 0, 1, 0),
         ("youngest", 2, 1, 0, 0, 0, 1),
     ];
     let got: Vec<(&str, usize, usize, usize, usize, usize, usize)> = q
@@ -223,7 +223,7 @@ fn extended_shapes_are_verified_per_shape() {
     };
     assert_eq!(indices(&q.disagreements), [13]);
     assert_eq!(indices(&q.ambiguous_details), [11, 12]);
-    assert_eq!(indices(&q.malformed_details), [14, 15, 16, 17]);
+    assert_eq!(indices(&q.malformed_details), [14, 15, 16, 17, 21]);
     assert_eq!(indices(&q.error_details), [18]);
     for check in q.malformed_details.iter().chain(&q.error_details) {
         let error = check.error.as_deref().unwrap();
@@ -233,8 +233,25 @@ fn extended_shapes_are_verified_per_shape() {
         );
     }
     // The engine's answers of the agreeing extended shapes, and the per-binding gold of the
-    // ambiguous comparison (a two-person side has no answer).
+    // ambiguous comparison (a two-person side whose pairings differ has no answer).
     assert_eq!(q.ambiguous_details[0].got.as_deref(), Some(&[][..]));
+    // A two-person (#19) and a four-person (#20) side whose pairings all agree have that answer
+    // (they count as agreeing above, and the engine matched the native oracle on every
+    // question); the oracle's answers, from the records' own queries:
+    let agreed: Vec<Vec<String>> = [19, 20]
+        .iter()
+        .map(|&i| {
+            let r = &pw.questions[i];
+            let (query, _) = rulegym::dataset::phantomwiki::compile_record(r).unwrap();
+            query.evaluate_native(&pw.universe).unwrap()
+        })
+        .collect();
+    assert_eq!(agreed, [["Brittaney Jarrett"], ["Alberto Jarrett"]]);
+    let one_side = q.malformed_details.last().unwrap();
+    assert!(
+        one_side.error.as_deref().unwrap().contains("needs two sides"),
+        "{one_side:?}"
+    );
     assert!(
         !report.ok(),
         "malformed records and a disagreement fail the check"
@@ -247,11 +264,11 @@ fn extended_shapes_are_verified_per_shape() {
     assert_eq!(out.status.code(), Some(1));
     let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(json["ambiguous"], 2);
-    assert_eq!(json["malformed"], 4);
+    assert_eq!(json["malformed"], 5);
     assert_eq!(json["by_shape"]["younger"]["ambiguous"], 1);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(
-        stderr.contains("1 of 19 questions disagree, 1 failed, 4 malformed (2 ambiguous)"),
+        stderr.contains("1 of 22 questions disagree, 1 failed, 5 malformed (2 ambiguous)"),
         "{stderr}"
     );
     assert!(

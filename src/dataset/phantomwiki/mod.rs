@@ -52,6 +52,10 @@ pub enum PhantomWikiError {
     /// A question's Prolog query is malformed or outside the supported grammar.
     #[error("query: {0}")]
     Query(String),
+    /// A question's Prolog query is inconsistent in itself (a date comparison of a person with
+    /// themself: both `dob` atoms on one variable, no chain to a second person).
+    #[error("query: {0}")]
+    Inconsistent(String),
 }
 
 fn facts_error(message: impl Into<String>) -> Error {

@@ -514,6 +514,11 @@ fn compile_extension(terms: &[Term], answer: &str) -> std::result::Result<Query,
             })
         };
         let (pa, pb) = (side(&dl)?, side(&dr)?);
+        if pa.to_string() == pb.to_string() {
+            return Err(PhantomWikiError::Inconsistent(format!(
+                "both dates of the comparison belong to {pa}: a comparison needs two sides"
+            )));
+        }
         let a = chain_to(&pa, &mut pool)?;
         let b = chain_to(&pb, &mut pool)?;
         all_used(&pool)?;

@@ -245,8 +245,10 @@ pub fn compile_record(q: &PwQuestion) -> std::result::Result<(Query, &'static st
     for (i, atom) in q.prolog.query.iter().enumerate() {
         parse_term(atom).map_err(|e| RecordError::Malformed(format!("query atom {i}: {e}")))?;
     }
-    let query = compile_query(&q.prolog.query, &q.prolog.answer)
-        .map_err(|e| RecordError::Unsupported(e.to_string()))?;
+    let query = compile_query(&q.prolog.query, &q.prolog.answer).map_err(|e| match e {
+        PhantomWikiError::Inconsistent(m) => RecordError::Malformed(m),
+        e => RecordError::Unsupported(e.to_string()),
+    })?;
     let text = shape_of_text(&q.question);
     let tags = shape_of_tags(q);
     let malformed = |m: String| Err(RecordError::Malformed(m));
