@@ -11,10 +11,10 @@ Each test checks the papers' numbers survive the trainer's own parsing. The test
 only when the trainer is not installed (scripts/test-requirements.txt installs both).
 """
 
-import sys
 from pathlib import Path
 
 import pytest
+from conftest import skip_loudly
 
 REPO = Path(__file__).resolve().parents[2]
 SKYRL_RECIPE = REPO / "configs" / "skyrl" / "phantomenvs_grpo.yaml"
@@ -25,8 +25,7 @@ def need(module: str):
     try:
         return __import__(module, fromlist=["_"])
     except Exception as e:  # ImportError or a broken dependency
-        print(f"SKIPPED: {module} is not importable here ({type(e).__name__}: {e})", file=sys.stderr)
-        pytest.skip(f"{module} is not importable here ({type(e).__name__}: {e})")
+        skip_loudly(f"{module} is not importable here ({type(e).__name__}: {e})")
 
 
 def test_skyrl_recipe_loads_with_skyrl_typed_config():

@@ -175,12 +175,9 @@ pub fn serve_http(
             sessions,
             config.with_allowed_hosts(hosts),
         );
-        let router = axum::Router::new()
-            .nest_service("/mcp", service)
-            .layer(axum::middleware::from_fn_with_state(
-                table,
-                bounded::refuse_when_full,
-            ));
+        let router = axum::Router::new().nest_service("/mcp", service).layer(
+            axum::middleware::from_fn_with_state(table, bounded::refuse_when_full),
+        );
         ready(local);
         axum::serve(listener, router)
             .await

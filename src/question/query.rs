@@ -159,7 +159,12 @@ impl Born {
 /// the pairings; a tie names nobody). A comparison has an answer when this is one person. A
 /// member of one side wins a pairing exactly when it beats the other side's weakest date, so
 /// this is linear in the sides (the twin of the prelude's `pairing_winners/4`).
-pub fn pairing_winners(u: &Universe, xs: &[PersonId], ys: &[PersonId], oldest: bool) -> Vec<PersonId> {
+pub fn pairing_winners(
+    u: &Universe,
+    xs: &[PersonId],
+    ys: &[PersonId],
+    oldest: bool,
+) -> Vec<PersonId> {
     let born = if oldest { Born::First } else { Born::Last };
     let weakest = |set: &[PersonId]| {
         set.iter()

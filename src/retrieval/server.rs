@@ -24,6 +24,7 @@
 use super::RetrievalError;
 use super::index_file::SearchIndex;
 use super::topk::Hit;
+use crate::sessions::{SessionLimits, SessionTable};
 use axum::Router;
 use axum::body::Body;
 use axum::extract::State;
@@ -35,7 +36,6 @@ use std::sync::Arc;
 use std::sync::mpsc;
 use std::time::Duration;
 use tokio::io::AsyncWriteExt;
-use crate::sessions::{SessionLimits, SessionTable};
 use tokio::sync::{Notify, oneshot};
 
 /// Server settings and resource bounds.

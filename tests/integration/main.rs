@@ -24,6 +24,7 @@ mod search_env;
 mod search_eval;
 mod search_export;
 mod sessions;
+mod skip;
 mod synth_pipeline;
 mod tool_env;
 mod tool_export;

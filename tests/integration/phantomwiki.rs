@@ -249,7 +249,11 @@ fn extended_shapes_are_verified_per_shape() {
     assert_eq!(agreed, [["Brittaney Jarrett"], ["Alberto Jarrett"]]);
     let one_side = q.malformed_details.last().unwrap();
     assert!(
-        one_side.error.as_deref().unwrap().contains("needs two sides"),
+        one_side
+            .error
+            .as_deref()
+            .unwrap()
+            .contains("needs two sides"),
         "{one_side:?}"
     );
     assert!(

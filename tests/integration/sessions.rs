@@ -102,7 +102,11 @@ fn post(addr: SocketAddr, session: Option<&str>, body: &Value) -> (u16, Option<S
         .filter_map(|l| l.strip_prefix("data:"))
         .map(str::trim)
         .chain(std::iter::once(rest.trim()))
-        .find_map(|d| serde_json::from_str::<Value>(d).ok().filter(|v| v.is_object()))
+        .find_map(|d| {
+            serde_json::from_str::<Value>(d)
+                .ok()
+                .filter(|v| v.is_object())
+        })
         .unwrap_or(Value::Null);
     (status, id, message)
 }
@@ -254,7 +258,10 @@ fn abandoned_mcp_sessions_are_capped_and_reclaimed() {
     );
     assert_eq!(ok + busy, total);
     // The valid client holds one slot; the flood gets the rest.
-    assert!(ok >= cap as u64 - 1, "the cap admits {cap} sessions: {ok} + the valid one");
+    assert!(
+        ok >= cap as u64 - 1,
+        "the cap admits {cap} sessions: {ok} + the valid one"
+    );
     // Bound: the cap times 256 KiB (the issue measured ~52 KB a session) plus 32 MiB.
     let bound = start_kib + cap as u64 * 256 + 32 * 1024;
     assert!(
@@ -291,7 +298,10 @@ fn abandoned_mcp_sessions_are_capped_and_reclaimed() {
     let fresh: Vec<String> = (0..cap).map(|_| initialize(addr).1.unwrap()).collect();
     assert_eq!(fresh.len(), cap);
     let (status, _, body) = initialize(addr);
-    assert!(t.elapsed() < idle, "refilling took longer than the idle timeout");
+    assert!(
+        t.elapsed() < idle,
+        "refilling took longer than the idle timeout"
+    );
     assert_eq!(status, 503, "one over the cap: {body}");
     assert!(
         body["error"]["message"]
@@ -391,7 +401,14 @@ fn a_busy_mcp_session_ends_at_its_lifetime() {
     generate_small(&data);
     let server = Server::start(
         &data,
-        &["--idle-timeout", "60", "--max-lifetime", "2", "--max-sessions", "4"],
+        &[
+            "--idle-timeout",
+            "60",
+            "--max-lifetime",
+            "2",
+            "--max-sessions",
+            "4",
+        ],
     );
     let id = open_session(server.addr);
     let t = Instant::now();

@@ -469,8 +469,10 @@ fn facts_load_in_swi_prolog_with_the_same_rule_base() {
         .arg("--version")
         .output()
     else {
-        eprintln!(
-            "SKIPPED: facts_load_in_swi_prolog: swipl not installed (apt-get install swi-prolog-nox)"
+        super::skip::skip(
+            "facts_load_in_swi_prolog",
+            "swipl not installed (apt-get install swi-prolog-nox)",
+            None,
         );
         return;
     };
