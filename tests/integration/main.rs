@@ -1,5 +1,6 @@
 //! One integration-test binary (links scryer and wgpu once); one module per concept.
 
+mod architecture;
 mod batch;
 mod cli;
 mod dataset_load;
