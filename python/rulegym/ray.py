@@ -14,7 +14,7 @@ bytes concatenated in shard order are the single-process ``questions.jsonl``
 
 Running environments inside Ray workers needs nothing special: ``rulegym.SearchEnv`` objects
 are created in the worker (the index loads once per worker process) and their ``step`` releases
-the GIL; see the README's "Use from Python" section.
+the GIL; see docs/python.md.
 """
 
 from __future__ import annotations

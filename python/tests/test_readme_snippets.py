@@ -1,6 +1,7 @@
-"""README snippets for the trainers run as written: the core API block (it writes data/py, which
-the others use), the SkyRL-gym block and the verl reward block, each executed verbatim in a
-fresh working directory with the `rulegym` CLI on PATH."""
+"""The snippets of README.md and the guides in docs/ run as written: the core API block (it writes
+data/py, which the others use), the SkyRL-gym block, the verl reward block and the rest, each
+executed verbatim in a fresh working directory with the `rulegym` CLI on PATH. A marker names one
+block across all of those files."""
 
 import os
 import re
@@ -10,21 +11,19 @@ import pytest
 
 from conftest import REPO, import_or_skip
 
-README = (REPO / "README.md").read_text()
-BLOCKS = re.findall(r"```python\n(.*?)```", README, re.S)
+DOCS = [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]
+README = "\n".join(p.read_text() for p in DOCS)
 
 
 def fenced(lang, marker):
-    """The one ```lang block of the README that contains marker."""
+    """The one ```lang block of README.md and docs/*.md that contains marker."""
     found = [b for b in re.findall(rf"```{lang}\n(.*?)```", README, re.S) if marker in b]
-    assert len(found) == 1, f"README has {len(found)} {lang} blocks with {marker!r}"
+    assert len(found) == 1, f"README.md and docs/ have {len(found)} {lang} blocks with {marker!r}"
     return found[0]
 
 
 def block(marker):
-    found = [b for b in BLOCKS if marker in b]
-    assert len(found) == 1, f"README has {len(found)} python blocks with {marker!r}"
-    return found[0]
+    return fenced("python", marker)
 
 
 @pytest.fixture

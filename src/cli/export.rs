@@ -52,7 +52,7 @@ pub struct Args {
     #[arg(long, requires = "tasks")]
     agent_name: Option<String>,
     /// An environment preset (`presets/env/<name>.json`): phantomenvs (questions: the paper's
-    /// prompt, system message, top-k; see README) or synthagent (tool-use tasks: 16 turns).
+    /// prompt, system message, top-k; see docs/papers.md) or synthagent (tool-use tasks: 16 turns).
     /// Without it the rows are exactly as before (Search-R1's prompt, no system message).
     #[arg(long)]
     preset: Option<String>,
