@@ -52,14 +52,20 @@ impl BoundedSessions {
     }
 
     /// Starts the reaper (on the current tokio runtime): expired sessions are closed as a
-    /// DELETE would close them.
+    /// DELETE would close them, each in its own task under a timeout, so a session whose worker
+    /// is stuck (its channel full) never holds up the others; rmcp's own idle timer, set to the
+    /// same timeout, ends such a worker.
     pub fn spawn_reaper(self: &Arc<Self>) -> tokio::task::JoinHandle<()> {
         let me = Arc::downgrade(self);
         self.table.spawn_reaper(move |id: SessionId, ()| {
             let me = me.clone();
             async move {
                 if let Some(me) = me.upgrade() {
-                    let _ = me.inner.close_session(&id).await;
+                    tokio::spawn(async move {
+                        let close = me.inner.close_session(&id);
+                        let _ =
+                            tokio::time::timeout(std::time::Duration::from_secs(5), close).await;
+                    });
                 }
             }
         })
