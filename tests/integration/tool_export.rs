@@ -15,20 +15,11 @@ use rulegym::tooluse::task::{Task, ValidateOptions, load_tasks};
 use rulegym::tooluse::user::RuleUser;
 use serde_json::Value;
 use std::path::Path;
-use std::process::Command;
 use std::sync::Arc;
 
+/// `rulegym ARGS` run to success (`cli::run_ok`): its stdout.
 fn cli(args: &[&str]) -> String {
-    let out = Command::new(env!("CARGO_BIN_EXE_rulegym"))
-        .args(args)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "rulegym {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8(out.stdout).unwrap()
+    String::from_utf8(super::cli::run_ok(super::cli::rulegym().args(args)).stdout).unwrap()
 }
 
 /// A universe and `count` generated tasks under `dir`; returns the task file.
@@ -231,17 +222,17 @@ fn task_export_is_deterministic_and_checked() {
     // Bad input through the CLI: an error message, not a panic.
     let bad = dir.path().join("bad.jsonl");
     std::fs::write(&bad, "{\"id\": \"x\"}\n").unwrap();
-    let out = Command::new(env!("CARGO_BIN_EXE_rulegym"))
-        .args([
-            "export",
-            "--tasks",
-            bad.to_str().unwrap(),
-            "--format",
-            "verl",
-        ])
-        .args(["--out", dir.path().join("bad.parquet").to_str().unwrap()])
-        .output()
-        .unwrap();
+    let out = super::cli::run(
+        super::cli::rulegym()
+            .args([
+                "export",
+                "--tasks",
+                bad.to_str().unwrap(),
+                "--format",
+                "verl",
+            ])
+            .args(["--out", dir.path().join("bad.parquet").to_str().unwrap()]),
+    );
     assert!(!out.status.success());
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(
@@ -433,18 +424,18 @@ fn task_export_with_the_synthagent_preset() {
         let b = std::fs::read(preset.with_file_name(name)).unwrap();
         assert_eq!(a, b, "{name}");
     }
-    let out = Command::new(env!("CARGO_BIN_EXE_rulegym"))
-        .args([
-            "export",
-            "--tasks",
-            file.to_str().unwrap(),
-            "--format",
-            "verl",
-        ])
-        .args(["--preset", "phantomenvs"])
-        .args(["--out", dir.path().join("x.parquet").to_str().unwrap()])
-        .output()
-        .unwrap();
+    let out = super::cli::run(
+        super::cli::rulegym()
+            .args([
+                "export",
+                "--tasks",
+                file.to_str().unwrap(),
+                "--format",
+                "verl",
+            ])
+            .args(["--preset", "phantomenvs"])
+            .args(["--out", dir.path().join("x.parquet").to_str().unwrap()]),
+    );
     assert!(!out.status.success());
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(
