@@ -30,11 +30,14 @@ pub mod question;
 pub mod relations;
 pub mod retrieval;
 pub mod reward;
+pub mod rewardcheck;
 pub mod seed;
 #[cfg(any(feature = "server", feature = "mcp"))]
 pub mod sessions;
 #[cfg(feature = "synth")]
 pub mod synth;
+#[cfg(feature = "testkit")]
+pub mod testkit;
 pub mod tooluse;
 pub mod universe;
 

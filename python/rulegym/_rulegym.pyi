@@ -174,3 +174,35 @@ def policy_loss_padded(
     config: Optional[Dict[str, Any]] = None,
 ) -> Dict[str, float]:
     """Padded-batch (rows x cols) loss and metrics; the gradient is written into ``grad``."""
+class CaseSource:
+    """A universe's questions and wrong-answer pools: the source of reward-check cases."""
+    @staticmethod
+    def generate(seed: int = 1, trees: int = 30) -> CaseSource: ...
+    @staticmethod
+    def load(dir: _Path) -> CaseSource: ...
+    def questions(self) -> List[Dict[str, Any]]: ...
+    def names(self) -> List[str]: ...
+    def case(
+        self, property: int, index: int, question: Optional[int] = None, seed: int = 0
+    ) -> Optional[Case]: ...
+class Case:
+    """A response, its gold answers, the property it tests and rulegym's exact reward for it."""
+    property: str
+    question: str
+    answers: List[str]
+    response: str
+    base_response: Optional[str]
+    expected: float
+    def expectation(self, base_got: Optional[float] = None) -> str: ...
+    def holds(self, got: float, base_got: Optional[float] = None) -> bool: ...
+def reward_check(
+    batch_fn: Any,
+    source: Optional[CaseSource] = None,
+    seed: int = 1,
+    cases: int = 1200,
+    batch: int = 2000,
+    trees: int = 30,
+) -> Dict[str, Any]:
+    """Every reward-check property on a batch reward function; the report dict."""
+def reward_properties() -> List[str]:
+    """The generated properties' names."""

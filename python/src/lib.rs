@@ -36,6 +36,7 @@ use prelude::*;
 mod convert;
 mod grpo_numpy;
 mod retrieval;
+mod rewardcheck;
 mod score;
 mod search_env;
 mod tooluse;
@@ -75,6 +76,10 @@ fn _rulegym(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<tooluse::RubricScorer>()?;
     m.add_class::<tooluse::ToolEnv>()?;
     m.add_class::<tooluse::Simulation>()?;
+    m.add_class::<rewardcheck::CaseSource>()?;
+    m.add_class::<rewardcheck::Case>()?;
+    m.add_function(wrap_pyfunction!(rewardcheck::reward_check, m)?)?;
+    m.add_function(wrap_pyfunction!(rewardcheck::reward_properties, m)?)?;
     m.add_function(wrap_pyfunction!(universe::generate_universe, m)?)?;
     m.add_function(wrap_pyfunction!(universe::generate_questions, m)?)?;
     m.add_function(wrap_pyfunction!(universe::generate_questions_jsonl, m)?)?;

@@ -12,6 +12,7 @@ mod mcp;
 mod oracle;
 mod phantomwiki;
 pub(crate) mod questions;
+mod reward_check;
 mod score;
 mod search;
 mod serve;
@@ -42,6 +43,9 @@ enum Command {
     EvalCompare(eval::CompareArgs),
     /// Score predictions against gold answers (F1, EM, precision, recall per line).
     Score(score::Args),
+    /// Property-test a reward command against rulegym's exact reward (exit 1 on a failed
+    /// property, 2 on a usage or protocol error).
+    RewardCheck(reward_check::Args),
     /// GRPO advantages, loss, gradient and metrics for a batch in a JSON file.
     Grpo(grpo::Args),
     /// Encode a corpus (or several, pooled) into a search index file.
@@ -71,6 +75,7 @@ pub fn main() -> ExitCode {
         .init();
     let cli = Cli::parse();
     let result = match cli.command {
+        Command::RewardCheck(args) => return reward_check::main(args),
         Command::Generate(args) => generate::run(args),
         Command::Questions(args) => questions::run(args),
         Command::Oracle(args) => oracle::run(args),

@@ -10,11 +10,26 @@ use std::path::PathBuf;
 #[derive(clap::Args, Debug)]
 pub struct Args {
     /// JSONL lines `{"answers": [...], "prediction": "..."}`; `-` reads stdin.
-    #[arg(long)]
+    #[arg(long, default_value = "-")]
     pairs: PathBuf,
+    /// Read `rulegym reward-check` lines (`{"id", "question", "response", "answers"}`) and
+    /// answer each with `{"id", "reward"}`, rulegym's exact reward for the response as the
+    /// search environment's final turn, flushed per line: rulegym's own reward as a reward
+    /// command (`rulegym reward-check --cmd "rulegym score --reward-lines"`).
+    #[arg(long)]
+    reward_lines: bool,
     /// Normalisation: squad (default) or phantomwiki.
     #[arg(long, default_value = "squad")]
     mode: String,
+}
+
+#[derive(Deserialize)]
+struct RewardLine {
+    id: serde_json::Value,
+    #[serde(default)]
+    question: String,
+    response: String,
+    answers: Vec<String>,
 }
 
 #[derive(Deserialize)]
@@ -51,6 +66,25 @@ pub fn run(args: Args) -> Result<()> {
             context: format!("reading line {}", i + 1),
             source,
         })?;
+        if args.reward_lines {
+            let input: RewardLine = serde_json::from_str(&line).map_err(|source| Error::Json {
+                context: format!("line {}", i + 1),
+                source,
+            })?;
+            let reward =
+                crate::rewardcheck::exact_reward(&input.question, &input.response, &input.answers)?;
+            writeln!(
+                out,
+                "{}",
+                serde_json::json!({"id": input.id, "reward": reward})
+            )
+            .and_then(|()| out.flush())
+            .map_err(|source| Error::Io {
+                context: "writing stdout".into(),
+                source,
+            })?;
+            continue;
+        }
         let pair: Pair = serde_json::from_str(&line).map_err(|source| Error::Json {
             context: format!("line {}", i + 1),
             source,

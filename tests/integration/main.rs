@@ -20,6 +20,8 @@ mod retrieval_gpu;
 #[cfg(feature = "hnsw")]
 mod retrieval_hnsw;
 mod retrieval_server;
+#[cfg(feature = "testkit")]
+mod reward_check;
 mod rubric_memory;
 mod search_env;
 mod search_eval;

@@ -1,0 +1,174 @@
+"""Property tests of answer reward functions against rulegym's exact reward.
+
+Two ways in, over the one Rust case generator that ``rulegym reward-check`` uses:
+
+* :func:`check_reward` runs every property on a reward function in process and returns the
+  report (the same JSON ``rulegym reward-check`` writes)::
+
+      from rulegym.testing import check_reward
+      report = check_reward(my_reward)                      # my_reward(response, answers) -> float
+      report = check_reward(compute_score, signature="verl")  # verl's custom reward signature
+      report = check_reward(reward_func, signature="trl")     # TRL's reward_funcs signature
+      assert report["passed"], report["failures"]
+
+* Hypothesis strategies for ``@given`` tests of your own reward code: :func:`universes`,
+  :func:`questions`, :func:`responses` (each response carries rulegym's exact reward and the
+  property it tests; ``case.holds(reward)`` judges a reward of it)::
+
+      from hypothesis import given
+      from rulegym.testing import responses, universe
+
+      WORLD = universe(seed=7, trees=10)
+
+      @given(responses(WORLD))
+      def test_my_reward(case):
+          if case.base_response is None:
+              assert case.holds(my_reward(case.response, case.answers)), case
+
+Signatures:
+
+* ``"plain"``: ``fn(response, answers) -> float``;
+* ``"verl"``: verl's ``compute_score(data_source, solution_str, ground_truth, extra_info)``
+  called with ``data_source="searchR1_rulegym"``, ``ground_truth={"target": answers}`` (the
+  Search-R1 shape) and ``extra_info={"question": ...}``; a dict result's ``"score"`` is the
+  reward;
+* ``"trl"``: TRL's ``reward_funcs(prompts, completions, **columns)`` called once per batch with
+  ``completions`` as strings and the columns ``answers`` and ``question``.
+"""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass
+from typing import Any, Callable, List, Optional, Sequence
+
+from ._rulegym import Case, CaseSource, reward_check, reward_properties
+
+__all__ = [
+    "Case",
+    "CaseSource",
+    "PROPERTIES",
+    "Question",
+    "check_reward",
+    "questions",
+    "responses",
+    "universe",
+    "universes",
+]
+
+#: The generated properties, in the order :meth:`CaseSource.case` indexes them.
+PROPERTIES: List[str] = list(reward_properties())
+
+
+def _reward_value(value: Any) -> Optional[float]:
+    if isinstance(value, dict):
+        value = value.get("score")
+    if value is None:
+        return None
+    return float(value)
+
+
+def _batch_fn(fn: Callable[..., Any], signature: str) -> Callable[[List[dict]], List[Optional[float]]]:
+    if signature == "plain":
+        return lambda batch: [_reward_value(fn(x["response"], list(x["answers"]))) for x in batch]
+    if signature == "verl":
+        return lambda batch: [
+            _reward_value(
+                fn(
+                    data_source="searchR1_rulegym",
+                    solution_str=x["response"],
+                    ground_truth={"target": list(x["answers"])},
+                    extra_info={"question": x["question"]},
+                )
+            )
+            for x in batch
+        ]
+    if signature == "trl":
+
+        def call(batch: List[dict]) -> List[Optional[float]]:
+            out = fn(
+                prompts=[x["question"] for x in batch],
+                completions=[x["response"] for x in batch],
+                answers=[list(x["answers"]) for x in batch],
+                question=[x["question"] for x in batch],
+            )
+            return [_reward_value(v) for v in out]
+
+        return call
+    raise ValueError(f"unknown signature {signature!r} (plain, verl, trl)")
+
+
+def check_reward(
+    fn: Callable[..., Any],
+    signature: str = "plain",
+    *,
+    seed: int = 1,
+    cases: int = 1200,
+    trees: int = 30,
+    source: Optional[CaseSource] = None,
+    dataset: Optional[str] = None,
+) -> dict:
+    """Runs every reward-check property on ``fn`` and returns the report dict (``passed``,
+    ``properties`` with cases tried and failed, ``failures`` with one shrunk counterexample per
+    failed property). Cases come from ``source``, the dataset directory ``dataset``, or a fresh
+    universe of ``trees`` family trees from ``seed``."""
+    if source is None and dataset is not None:
+        source = CaseSource.load(dataset)
+    return reward_check(_batch_fn(fn, signature), source=source, seed=seed, cases=cases, trees=trees)
+
+
+@functools.lru_cache(maxsize=64)
+def universe(seed: int = 1, trees: int = 10) -> CaseSource:
+    """A universe built in memory from ``seed`` (cached): its questions and wrong-answer pools."""
+    return CaseSource.generate(seed=seed, trees=trees)
+
+
+@dataclass(frozen=True)
+class Question:
+    """A question of a universe, with its index there (for :func:`responses`)."""
+
+    source: CaseSource
+    index: int
+    id: str
+    question: str
+    answers: Sequence[str]
+
+
+def _st():
+    try:
+        from hypothesis import strategies
+    except ImportError as e:  # pragma: no cover - exercised only without hypothesis
+        raise ImportError("rulegym.testing's strategies need Hypothesis: pip install hypothesis") from e
+    return strategies
+
+
+def universes(trees: int = 10):
+    """Hypothesis strategy: fresh universes (a seed in 1..2**32; built and cached per seed)."""
+    st = _st()
+    return st.integers(min_value=1, max_value=2**32).map(lambda seed: universe(seed, trees))
+
+
+def questions(source: Optional[CaseSource] = None):
+    """Hypothesis strategy: the questions (with gold answers) of ``source`` (default: the
+    universe of seed 1)."""
+    st = _st()
+    src = source if source is not None else universe()
+    rows = src.questions()
+    return st.integers(min_value=0, max_value=len(rows) - 1).map(
+        lambda i: Question(src, i, rows[i]["id"], rows[i]["question"], tuple(rows[i]["answers"]))
+    )
+
+
+def responses(of: Any = None):
+    """Hypothesis strategy: responses (:class:`Case`) to any question of a universe
+    (``of`` a :class:`CaseSource`, default the universe of seed 1) or to one
+    :class:`Question`. Each has ``response``, ``answers``, ``property``, ``expected`` (rulegym's
+    exact reward), ``base_response`` for the monotonicity properties and ``holds(got,
+    base_got=None)``."""
+    st = _st()
+    if isinstance(of, Question):
+        source, question = of.source, of.index
+    else:
+        source, question = (of if of is not None else universe()), None
+    draws = st.tuples(st.integers(0, len(PROPERTIES) - 1), st.integers(0, 2**63 - 1))
+    return draws.map(lambda d: source.case(d[0], d[1], question=question)).filter(lambda c: c is not None)

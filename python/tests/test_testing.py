@@ -1,0 +1,145 @@
+"""rulegym.testing: check_reward in process for the three signatures, the real peers (verl
+0.9.1's search_r1_like_qa_em through its own code), the reward-check CLI running a Python reward
+command, and the Hypothesis strategies."""
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+import rulegym
+from conftest import REPO, import_or_skip
+from rulegym.testing import PROPERTIES, check_reward, questions, responses, universe
+
+CASES = 600
+WORLD = dict(seed=5, trees=8)
+
+
+def failed(report):
+    return {f["property"] for f in report["failures"]}
+
+
+def test_rulegym_rewards_pass_every_property_in_every_signature():
+    import rulegym.trl
+    import rulegym.verl
+
+    def plain(response, answers):
+        return rulegym.trl.f1_reward([response], answers=[answers])[0]
+
+    for fn, signature in [
+        (plain, "plain"),
+        (rulegym.trl.f1_reward, "trl"),
+        (rulegym.verl.compute_score, "verl"),
+    ]:
+        report = check_reward(fn, signature, cases=CASES, **WORLD)
+        assert report["passed"], (signature, report["failures"])
+        assert [p["property"] for p in report["properties"]][: len(PROPERTIES)] == PROPERTIES
+        assert all(p["tried"] > 0 for p in report["properties"]), report["properties"]
+
+
+def test_planted_bug_is_caught_with_a_minimal_counterexample():
+    # Case-sensitive exact match of the last tag against any gold item.
+    def buggy(response, answers):
+        if "<answer>" not in response or "</answer>" not in response:
+            return 0.0
+        inner = response.rsplit("<answer>", 1)[1].split("</answer>", 1)[0]
+        return 1.0 if inner in answers else 0.0
+
+    report = check_reward(buggy, cases=CASES, **WORLD)
+    assert not report["passed"]
+    f = next(f for f in report["failures"] if f["property"] == "subset_below_one")
+    assert len(f["input"]["answers"]) == 2
+    assert f["input"]["response"].startswith("<answer>") and f["got"] == 1.0
+    assert f["expected"] == "< 1"
+
+
+def test_verl_search_r1_like_qa_em_treats_the_gold_list_as_alternatives():
+    import_or_skip("verl")
+    from verl.utils.reward_score import default_compute_score
+    from verl.utils.reward_score import search_r1_like_qa_em
+
+    # The issue's example, through verl's own code.
+    gold = {"target": ["Mac Neuman", "Carly Neuman"]}
+    assert search_r1_like_qa_em.compute_score("<answer>Mac Neuman, Carly Neuman</answer>", gold) == 0
+    assert search_r1_like_qa_em.compute_score("<answer>Mac Neuman</answer>", gold) == 1
+
+    # verl's dispatcher, as a verl user's reward manager calls it for Search-R1 data.
+    def verl_reward(data_source, solution_str, ground_truth, extra_info=None):
+        return default_compute_score("searchR1_nq", solution_str, ground_truth, extra_info)
+
+    report = check_reward(verl_reward, "verl", cases=CASES, **WORLD)
+    assert {"gold_renderings", "subset_below_one"} <= failed(report), report["failures"]
+    subset = next(f for f in report["failures"] if f["property"] == "subset_below_one")
+    assert len(subset["input"]["answers"]) == 2 and subset["got"] == 1.0
+
+
+def test_cli_runs_a_python_reward_command(cli, tmp_path):
+    # rulegym's reward through its TRL signature, as a reward command in Python.
+    out = tmp_path / "report.json"
+    cmd = f"{sys.executable} {REPO / 'scripts' / 'reward-peer.py'} rulegym-trl"
+    proc = subprocess.run(
+        [cli, "reward-check", "--cmd", cmd, "--seed", "5", "--trees", "8", "--cases", "600", "--out", str(out)],
+        capture_output=True,
+        text=True,
+    )
+    assert proc.returncode == 0, proc.stderr
+    report = json.loads(out.read_text())
+    assert report["passed"] and report["cases"] == 600
+
+
+def test_cli_reports_verl_peer_failures(cli, tmp_path):
+    import_or_skip("verl")
+    out = tmp_path / "report.json"
+    cmd = f"{sys.executable} {REPO / 'scripts' / 'reward-peer.py'} verl-search-r1"
+    proc = subprocess.run(
+        [cli, "reward-check", "--cmd", cmd, "--seed", "5", "--trees", "8", "--cases", "600", "--out", str(out)],
+        capture_output=True,
+        text=True,
+    )
+    assert proc.returncode == 1, proc.stderr
+    assert "subset_below_one" in failed(json.loads(out.read_text()))
+
+
+def test_hypothesis_strategies_drive_a_users_test():
+    import rulegym.trl
+
+    hyp = import_or_skip("hypothesis")
+    given, settings = hyp.given, hyp.settings
+    world = universe(**WORLD)
+
+    @settings(max_examples=150, deadline=None, derandomize=True)
+    @given(responses(world))
+    def exact_reward_holds(case):
+        got = rulegym.trl.f1_reward([case.response], answers=[case.answers])[0]
+        assert got == pytest.approx(case.expected)
+        base = None
+        if case.base_response is not None:
+            base = rulegym.trl.f1_reward([case.base_response], answers=[case.answers])[0]
+        assert case.holds(got, base), case
+
+    exact_reward_holds()
+
+    seen = []
+
+    @settings(max_examples=30, deadline=None, derandomize=True)
+    @given(questions(world).flatmap(lambda q: responses(q).map(lambda c: (q, c))))
+    def responses_stay_on_their_question(qc):
+        q, c = qc
+        assert c.question == q.question and list(c.answers) == list(q.answers)
+        seen.append(c.property)
+
+    responses_stay_on_their_question()
+    assert len(set(seen)) > 3
+
+    # A planted bug fails a Hypothesis test: "any gold item matches" scores a subset 1.
+    @settings(max_examples=300, deadline=None, derandomize=True, database=None)
+    @given(responses(world))
+    def alternatives_reward(case):
+        inner = case.response.split("<answer>")[-1].split("</answer>")[0] if "</answer>" in case.response else ""
+        got = 1.0 if any(rulegym.normalize_answer(a) == rulegym.normalize_answer(inner) for a in case.answers) else 0.0
+        if case.base_response is None:
+            assert case.holds(got), case
+
+    with pytest.raises(AssertionError):
+        alternatives_reward()

@@ -1,0 +1,97 @@
+//! `rulegym reward-check`: property-test any reward command against rulegym's exact reward.
+
+use crate::rewardcheck::{CaseSource, CheckConfig, CommandReward, check};
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Duration;
+
+/// Flags of `rulegym reward-check`.
+#[derive(clap::Args, Debug)]
+pub struct Args {
+    /// The reward command, run once under `sh -c`: it reads one
+    /// `{"id","question","response","answers"}` per line on stdin and writes one
+    /// `{"id","reward"}` per line on stdout.
+    #[arg(long)]
+    cmd: String,
+    /// Draw the cases from this dataset directory (its people and questions) instead of a
+    /// fresh universe.
+    #[arg(long, conflicts_with = "trees")]
+    dataset: Option<PathBuf>,
+    /// Seed of the fresh universe and of the case streams.
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+    /// Family trees of the fresh universe (10 people at most each).
+    #[arg(long, default_value_t = 30)]
+    trees: usize,
+    /// Cases to generate (spread evenly over the 12 generated properties).
+    #[arg(long, default_value_t = 1200)]
+    cases: usize,
+    /// Cases per round trip to the command.
+    #[arg(long, default_value_t = 2000)]
+    batch: usize,
+    /// Seconds to wait for each answer line.
+    #[arg(long, default_value_t = 10.0)]
+    timeout: f64,
+    /// Write the JSON report here (atomically) instead of stdout.
+    #[arg(long)]
+    out: Option<PathBuf>,
+}
+
+/// Runs `rulegym reward-check`: exit 0 when every property holds, 1 when one fails, 2 on a
+/// usage or protocol error (the command died, answered garbage or missed lines).
+pub fn main(args: Args) -> ExitCode {
+    match run(args) {
+        Ok(true) => ExitCode::SUCCESS,
+        Ok(false) => ExitCode::from(1),
+        Err(message) => {
+            eprintln!("error: {message}");
+            ExitCode::from(2)
+        }
+    }
+}
+
+fn run(args: Args) -> Result<bool, String> {
+    let timeout = Duration::try_from_secs_f64(args.timeout)
+        .ok()
+        .filter(|d| !d.is_zero())
+        .ok_or_else(|| {
+            format!(
+                "--timeout {} is not a positive number of seconds",
+                args.timeout
+            )
+        })?;
+    let config = CheckConfig {
+        seed: args.seed,
+        cases: args.cases,
+        batch: args.batch,
+        ..Default::default()
+    };
+    config.validate().map_err(|e| e.to_string())?;
+    let source = match &args.dataset {
+        Some(dir) => CaseSource::load(dir),
+        None => CaseSource::generate(args.seed, args.trees),
+    }
+    .map_err(|e| e.to_string())?;
+    let mut reward = CommandReward::spawn(&args.cmd, timeout).map_err(|e| e.to_string())?;
+    let report = check(&source, &mut reward, &config)
+        .map_err(|e| e.to_string())?
+        .map_err(|e| e.to_string())?;
+    let mut json = serde_json::to_string_pretty(&report).map_err(|e| e.to_string())?;
+    json.push('\n');
+    match &args.out {
+        Some(path) => {
+            crate::io::write_file_atomic(path, json.as_bytes()).map_err(|e| e.to_string())?
+        }
+        None => print!("{json}"),
+    }
+    let failed: Vec<&str> = report.failures.iter().map(|f| f.property).collect();
+    if failed.is_empty() {
+        eprintln!(
+            "reward-check: every property held over {} cases ({} lines)",
+            report.cases, report.lines
+        );
+    } else {
+        eprintln!("reward-check: FAILED {}", failed.join(", "));
+    }
+    Ok(report.passed)
+}

@@ -1,0 +1,406 @@
+//! The check: cases sent in batches, every answer judged, each failing property shrunk to a
+//! minimal counterexample.
+
+use super::cases::{Case, CaseSource, Expectation};
+use super::{Property, RewardError, RewardFn, RewardInput};
+use serde::Serialize;
+use std::collections::BTreeMap;
+
+/// What to check.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CheckConfig {
+    /// Seed of the case streams.
+    pub seed: u64,
+    /// Cases to generate (spread evenly over the generated properties).
+    pub cases: usize,
+    /// Cases per round trip to the reward function.
+    pub batch: usize,
+    /// Rounds of shrinking per failing property (each one round trip).
+    pub shrink_rounds: usize,
+}
+
+impl Default for CheckConfig {
+    fn default() -> Self {
+        CheckConfig {
+            seed: 1,
+            cases: 1200,
+            batch: 2000,
+            shrink_rounds: 100,
+        }
+    }
+}
+
+impl CheckConfig {
+    /// Checks the knobs.
+    pub fn validate(&self) -> crate::Result<()> {
+        if !(1..=10_000_000).contains(&self.cases) {
+            return Err(crate::Error::Config(format!(
+                "cases must be in 1..=10000000, got {}",
+                self.cases
+            )));
+        }
+        if !(1..=1_000_000).contains(&self.batch) {
+            return Err(crate::Error::Config(format!(
+                "batch must be in 1..=1000000, got {}",
+                self.batch
+            )));
+        }
+        Ok(())
+    }
+}
+
+/// One property's tally.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct PropertyReport {
+    /// The property's name.
+    pub property: &'static str,
+    /// What it checks.
+    pub description: &'static str,
+    /// Cases (or lines, for bounded/deterministic/timely) tried.
+    pub tried: usize,
+    /// Those that failed.
+    pub failed: usize,
+}
+
+/// The input of a counterexample.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct FailureInput {
+    /// The question.
+    pub question: String,
+    /// The response the reward was given.
+    pub response: String,
+    /// The gold answers.
+    pub answers: Vec<String>,
+    /// For the monotonicity properties, the response without the added item.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub base_response: Option<String>,
+}
+
+/// A minimal counterexample of one property.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Failure {
+    /// The property's name.
+    pub property: &'static str,
+    /// The (shrunk) input.
+    pub input: FailureInput,
+    /// What the reward should be (`= 1`, `< 1`, `<= 0.004`, `>= 0.5`...).
+    pub expected: String,
+    /// What it was (NaN and infinities written as strings).
+    pub got: serde_json::Value,
+    /// For the monotonicity properties, the reward of the base response.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub base_got: Option<f64>,
+    /// rulegym's exact reward for the response (none for a line left unanswered).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub rulegym: Option<f64>,
+}
+
+/// The report of a check: deterministic for a seed, a source and a reward function.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Report {
+    /// Whether every property held.
+    pub passed: bool,
+    /// The case seed.
+    pub seed: u64,
+    /// Questions the cases were drawn from.
+    pub questions: usize,
+    /// Cases generated.
+    pub cases: usize,
+    /// Input lines sent to the reward function (cases, their duplicates, bases, shrinking).
+    pub lines: usize,
+    /// Whether the check stopped early (the reward did not answer in time).
+    pub stopped_early: bool,
+    /// Every property, with cases tried and failed.
+    pub properties: Vec<PropertyReport>,
+    /// One minimal counterexample per failed property.
+    pub failures: Vec<Failure>,
+}
+
+fn number(v: f64) -> serde_json::Value {
+    serde_json::Number::from_f64(v)
+        .map(serde_json::Value::Number)
+        .unwrap_or_else(|| serde_json::Value::String(v.to_string()))
+}
+
+fn in_bounds(v: f64) -> bool {
+    (0.0..=1.0).contains(&v)
+}
+
+/// Sends inputs to the reward, counting lines over the whole run.
+struct Sender<'a> {
+    reward: &'a mut dyn RewardFn,
+    lines: usize,
+}
+
+impl Sender<'_> {
+    fn send(&mut self, inputs: &[RewardInput]) -> Result<Vec<f64>, RewardError> {
+        if inputs.is_empty() {
+            return Ok(Vec::new());
+        }
+        let got = self.reward.rewards(inputs, self.lines + 1)?;
+        if got.len() != inputs.len() {
+            return Err(RewardError::Failed {
+                line: self.lines + 1,
+                message: format!(
+                    "{} rewards for a batch of {} inputs",
+                    got.len(),
+                    inputs.len()
+                ),
+            });
+        }
+        self.lines += inputs.len();
+        Ok(got)
+    }
+
+    /// The rewards of a case's response and base (if any).
+    fn case_rewards(
+        &mut self,
+        cases: &[Case],
+        tag: &str,
+    ) -> Result<Vec<(f64, Option<f64>)>, RewardError> {
+        let mut inputs = Vec::new();
+        for (i, c) in cases.iter().enumerate() {
+            inputs.push(c.input(format!("{tag}{i}"), &c.response));
+            if let Some(base) = &c.base {
+                inputs.push(c.input(format!("{tag}{i}b"), base));
+            }
+        }
+        let got = self.send(&inputs)?;
+        let mut it = got.into_iter();
+        Ok(cases
+            .iter()
+            .map(|c| {
+                let main = it.next().unwrap_or(f64::NAN);
+                let base = c.base.as_ref().map(|_| it.next().unwrap_or(f64::NAN));
+                (main, base)
+            })
+            .collect())
+    }
+}
+
+/// Runs every property against `reward` on cases from `source`. Property failures are in the
+/// report; an `Err` is a reward that could not be checked (it died, answered garbage or
+/// missed lines), or a bad config.
+pub fn check(
+    source: &CaseSource,
+    reward: &mut dyn RewardFn,
+    config: &CheckConfig,
+) -> crate::Result<Result<Report, RewardError>> {
+    config.validate()?;
+    // Cases: property i % 12, the (i / 12)-th of its stream.
+    let mut cases = Vec::with_capacity(config.cases);
+    let mut tried: BTreeMap<Property, usize> = BTreeMap::new();
+    for i in 0..config.cases {
+        let property = Property::GENERATED[i % Property::GENERATED.len()];
+        let index = (i / Property::GENERATED.len()) as u64;
+        tried.entry(property).or_default();
+        if let Some(spec) = source.case(config.seed, property, index) {
+            *tried.entry(property).or_default() += 1;
+            cases.push(Case::new(spec)?);
+        }
+    }
+    let mut sender = Sender { reward, lines: 0 };
+    let mut failed: BTreeMap<Property, usize> = BTreeMap::new();
+    let mut first_failure: BTreeMap<Property, (usize, f64, Option<f64>)> = BTreeMap::new();
+    let mut lines_checked = 0usize;
+    let mut stopped = None;
+    'batches: for (b, chunk) in cases.chunks(config.batch).enumerate() {
+        // Each case, its base, and a duplicate of its response for determinism.
+        let mut inputs = Vec::new();
+        for (i, c) in chunk.iter().enumerate() {
+            let id = b * config.batch + i;
+            inputs.push(c.input(id.to_string(), &c.response));
+            if let Some(base) = &c.base {
+                inputs.push(c.input(format!("{id}b"), base));
+            }
+        }
+        // The duplicates go after the whole batch, so they are not adjacent to the original.
+        for (i, c) in chunk.iter().enumerate() {
+            let id = b * config.batch + i;
+            inputs.push(c.input(format!("{id}d"), &c.response));
+        }
+        let got = match sender.send(&inputs) {
+            Ok(got) => got,
+            Err(RewardError::Timeout { line, id, secs }) => {
+                stopped = Some((line, id, secs));
+                break 'batches;
+            }
+            Err(e) => return Ok(Err(e)),
+        };
+        lines_checked += got.len();
+        let mut fails: Vec<(Property, usize, f64, Option<f64>)> = Vec::new();
+        let bounded_failures = got.iter().filter(|v| !in_bounds(**v)).count();
+        *failed.entry(Property::Bounded).or_default() += bounded_failures;
+        let mut k = 0;
+        let mut mains = Vec::with_capacity(chunk.len());
+        for c in chunk {
+            let main = got[k];
+            k += 1;
+            let base = c.base.as_ref().map(|_| {
+                k += 1;
+                got[k - 1]
+            });
+            mains.push((main, base));
+        }
+        for (i, c) in chunk.iter().enumerate() {
+            let case = b * config.batch + i;
+            let (main, base) = mains[i];
+            let dup = got[k + i];
+            if !(main == dup || (main.is_nan() && dup.is_nan())) {
+                fails.push((Property::Deterministic, case, main, Some(dup)));
+            }
+            if !in_bounds(main) || base.is_some_and(|b| !in_bounds(b)) || !in_bounds(dup) {
+                first_failure
+                    .entry(Property::Bounded)
+                    .or_insert((case, main, base));
+            }
+            if !c.holds(main, base) {
+                fails.push((c.spec.property, case, main, base));
+            }
+        }
+        for (p, case, main, base) in fails {
+            *failed.entry(p).or_default() += 1;
+            first_failure.entry(p).or_insert((case, main, base));
+        }
+    }
+    // Shrink each failing property's first case.
+    let mut failures = Vec::new();
+    for (&property, &(case, main, base)) in &first_failure {
+        let c = &cases[case];
+        let failure = match property {
+            Property::Deterministic => Failure {
+                property: property.name(),
+                input: failure_input(c),
+                expected: format!("= {} (the first answer to the same line)", number(main)),
+                got: number(base.unwrap_or(f64::NAN)),
+                base_got: None,
+                rulegym: Some(c.expected),
+            },
+            _ => {
+                let fails = |r: &Case, main: f64, base: Option<f64>| {
+                    if property == Property::Bounded {
+                        !in_bounds(main) || base.is_some_and(|b| !in_bounds(b))
+                    } else {
+                        !r.holds(main, base)
+                    }
+                };
+                let (shrunk, main, base) = match shrink(
+                    &mut sender,
+                    Case::new(c.spec.clone())?,
+                    (main, base),
+                    &fails,
+                    config.shrink_rounds,
+                )? {
+                    Ok(s) => s,
+                    Err(RewardError::Timeout { line, id, secs }) => {
+                        stopped = Some((line, id, secs));
+                        (Case::new(c.spec.clone())?, main, base)
+                    }
+                    Err(e) => return Ok(Err(e)),
+                };
+                let expected = if property == Property::Bounded {
+                    "in [0, 1]".to_owned()
+                } else {
+                    Expectation::of(&shrunk, base).describe()
+                };
+                Failure {
+                    property: property.name(),
+                    input: failure_input(&shrunk),
+                    expected,
+                    got: number(main),
+                    base_got: base,
+                    rulegym: Some(shrunk.expected),
+                }
+            }
+        };
+        failures.push(failure);
+    }
+    if let Some((line, id, secs)) = &stopped {
+        failed.insert(Property::Timely, 1);
+        failures.push(Failure {
+            property: Property::Timely.name(),
+            input: FailureInput {
+                question: String::new(),
+                response: format!("input line {line} (id {id:?})"),
+                answers: Vec::new(),
+                base_response: None,
+            },
+            expected: format!("an answer within {secs} s"),
+            got: serde_json::Value::String("no answer".into()),
+            base_got: None,
+            rulegym: None,
+        });
+    }
+    let properties = Property::ALL
+        .iter()
+        .map(|&p| PropertyReport {
+            property: p.name(),
+            description: p.description(),
+            tried: match p {
+                Property::Bounded | Property::Timely => lines_checked,
+                Property::Deterministic => lines_checked.min(cases.len()),
+                _ => tried.get(&p).copied().unwrap_or(0),
+            },
+            failed: failed.get(&p).copied().unwrap_or(0),
+        })
+        .collect();
+    Ok(Ok(Report {
+        passed: failures.is_empty() && failed.values().all(|&n| n == 0),
+        seed: config.seed,
+        questions: source.questions().len(),
+        cases: cases.len(),
+        lines: sender.lines,
+        stopped_early: stopped.is_some(),
+        properties,
+        failures,
+    }))
+}
+
+fn failure_input(c: &Case) -> FailureInput {
+    FailureInput {
+        question: c.spec.question.clone(),
+        response: c.response.clone(),
+        answers: c.spec.answers.clone(),
+        base_response: c.base.clone(),
+    }
+}
+
+type Shrunk = (Case, f64, Option<f64>);
+
+/// Greedy shrinking: each round sends every smaller spec in one batch and keeps the first
+/// that still fails, until none does or the rounds run out.
+fn shrink(
+    sender: &mut Sender<'_>,
+    mut current: Case,
+    mut got: (f64, Option<f64>),
+    fails: &dyn Fn(&Case, f64, Option<f64>) -> bool,
+    rounds: usize,
+) -> crate::Result<Result<Shrunk, RewardError>> {
+    for _ in 0..rounds {
+        let candidates = current
+            .spec
+            .shrink()
+            .into_iter()
+            .map(Case::new)
+            .collect::<crate::Result<Vec<_>>>()?;
+        if candidates.is_empty() {
+            break;
+        }
+        let answers = match sender.case_rewards(&candidates, "s") {
+            Ok(a) => a,
+            Err(e) => return Ok(Err(e)),
+        };
+        let next = candidates
+            .into_iter()
+            .zip(answers)
+            .find(|(c, (main, base))| fails(c, *main, *base));
+        match next {
+            Some((c, g)) => {
+                current = c;
+                got = g;
+            }
+            None => break,
+        }
+    }
+    Ok(Ok((current, got.0, got.1)))
+}

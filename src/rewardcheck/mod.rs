@@ -1,0 +1,258 @@
+//! Property tests of any answer reward function against rulegym's exact reward.
+//!
+//! A universe carries exact gold answers and plausible wrong ones (other people, other
+//! attribute values): [`cases`] builds responses from them, each an instance of a
+//! [`Property`] a correct reward must have, with rulegym's exact reward beside it; [`check`]
+//! sends them to a [`RewardFn`] in batches (in-process, or a subprocess speaking JSON lines:
+//! [`command`]), judges every answer, shrinks each failing property to a minimal
+//! counterexample, and writes a [`Report`].
+//!
+//! The three front doors share this one implementation: `rulegym reward-check --cmd`, Python's
+//! `rulegym.testing`, and the `testkit` feature's proptest strategies.
+
+pub mod cases;
+pub mod check;
+pub mod command;
+
+pub use cases::{Case, CaseSource, Expectation, Spec, exact_reward};
+pub use check::{CheckConfig, Failure, PropertyReport, Report, check};
+pub use command::CommandReward;
+
+use serde::Serialize;
+
+/// A property a correct answer reward has.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Property {
+    /// The gold answers score 1 under every rendering a correct reader accepts: any order,
+    /// case, extra whitespace, quotes, articles, a trailing period.
+    GoldRenderings,
+    /// A strict subset of a multi-answer gold scores strictly below 1.
+    SubsetBelowOne,
+    /// The gold answers plus wrong ones score strictly below 1.
+    SupersetBelowOne,
+    /// Wrong answers only score 0.
+    WrongScoresZero,
+    /// The gold answers without an answer tag score 0.
+    NoTagScoresZero,
+    /// Every wrong answer of the question's kind listed with the gold ones (answer stuffing)
+    /// scores no more than rulegym's set F1 gives it (`2g / (n + g)` for g gold among n
+    /// items: the precision a stuffed list has).
+    Stuffing,
+    /// Adding a correct item never lowers the score.
+    AddCorrectNeverLowers,
+    /// Adding a wrong item never raises the score.
+    AddWrongNeverRaises,
+    /// A wrong answer tag before the gold one scores no more than rulegym's reward (the first
+    /// complete tag decides, as Search-R1's stop strings end the turn there).
+    SeveralTags,
+    /// The gold answers after an opening tag that never closes score 0.
+    UnclosedTag,
+    /// The gold answers inside a search tag score 0.
+    AnswerInSearch,
+    /// A 64 KiB reasoning that names the gold answers, then a wrong answer, scores 0.
+    LongResponse,
+    /// Every reward is a number in [0, 1].
+    Bounded,
+    /// The same input twice gives the same reward.
+    Deterministic,
+    /// Every input line is answered within the time limit.
+    Timely,
+}
+
+impl Property {
+    /// Every property, in report order.
+    pub const ALL: [Property; 15] = [
+        Property::GoldRenderings,
+        Property::SubsetBelowOne,
+        Property::SupersetBelowOne,
+        Property::WrongScoresZero,
+        Property::NoTagScoresZero,
+        Property::Stuffing,
+        Property::AddCorrectNeverLowers,
+        Property::AddWrongNeverRaises,
+        Property::SeveralTags,
+        Property::UnclosedTag,
+        Property::AnswerInSearch,
+        Property::LongResponse,
+        Property::Bounded,
+        Property::Deterministic,
+        Property::Timely,
+    ];
+
+    /// The properties cases are generated for (the last three are checked on every line).
+    pub const GENERATED: [Property; 12] = [
+        Property::GoldRenderings,
+        Property::SubsetBelowOne,
+        Property::SupersetBelowOne,
+        Property::WrongScoresZero,
+        Property::NoTagScoresZero,
+        Property::Stuffing,
+        Property::AddCorrectNeverLowers,
+        Property::AddWrongNeverRaises,
+        Property::SeveralTags,
+        Property::UnclosedTag,
+        Property::AnswerInSearch,
+        Property::LongResponse,
+    ];
+
+    /// Its name in reports (snake case).
+    pub fn name(self) -> &'static str {
+        match self {
+            Property::GoldRenderings => "gold_renderings",
+            Property::SubsetBelowOne => "subset_below_one",
+            Property::SupersetBelowOne => "superset_below_one",
+            Property::WrongScoresZero => "wrong_scores_zero",
+            Property::NoTagScoresZero => "no_tag_scores_zero",
+            Property::Stuffing => "stuffing",
+            Property::AddCorrectNeverLowers => "add_correct_never_lowers",
+            Property::AddWrongNeverRaises => "add_wrong_never_raises",
+            Property::SeveralTags => "several_tags",
+            Property::UnclosedTag => "unclosed_tag",
+            Property::AnswerInSearch => "answer_in_search",
+            Property::LongResponse => "long_response",
+            Property::Bounded => "bounded",
+            Property::Deterministic => "deterministic",
+            Property::Timely => "timely",
+        }
+    }
+
+    /// One line saying what it checks.
+    pub fn description(self) -> &'static str {
+        match self {
+            Property::GoldRenderings => {
+                "the gold answers score 1 in any order, case, whitespace, quotes, articles, with a trailing period"
+            }
+            Property::SubsetBelowOne => "a strict subset of a multi-answer gold scores below 1",
+            Property::SupersetBelowOne => "the gold answers plus wrong ones score below 1",
+            Property::WrongScoresZero => "wrong answers only score 0",
+            Property::NoTagScoresZero => "the gold answers without an answer tag score 0",
+            Property::Stuffing => {
+                "every wrong answer of the kind listed with the gold scores no more than set F1 gives it"
+            }
+            Property::AddCorrectNeverLowers => "adding a correct item never lowers the score",
+            Property::AddWrongNeverRaises => "adding a wrong item never raises the score",
+            Property::SeveralTags => {
+                "a wrong answer tag before the gold one scores no more than rulegym's reward (the first tag decides)"
+            }
+            Property::UnclosedTag => "the gold answers after an unclosed answer tag score 0",
+            Property::AnswerInSearch => "the gold answers inside a search tag score 0",
+            Property::LongResponse => {
+                "64 KiB of reasoning naming the gold answers, then a wrong answer, scores 0"
+            }
+            Property::Bounded => "every reward is a number in [0, 1]",
+            Property::Deterministic => "the same input twice gives the same reward",
+            Property::Timely => "every input line is answered within the time limit",
+        }
+    }
+}
+
+/// One input of a reward function: what `rulegym reward-check` writes per line.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct RewardInput {
+    /// The line's id (the answer must carry it).
+    pub id: String,
+    /// The question.
+    pub question: String,
+    /// The full model text, with its tags.
+    pub response: String,
+    /// The gold answers.
+    pub answers: Vec<String>,
+}
+
+/// Why a reward function could not be checked (not a property failure).
+#[derive(Debug, thiserror::Error)]
+pub enum RewardError {
+    /// The command could not be started.
+    #[error("could not start the reward command {command:?}: {source}")]
+    Spawn {
+        /// The command line.
+        command: String,
+        /// The OS error.
+        source: std::io::Error,
+    },
+    /// The command ended before answering every line.
+    #[error(
+        "the reward command exited ({status}) after answering {answered} of the {sent} lines sent; no answer for input line {line} (id {id:?}){stderr}"
+    )]
+    Died {
+        /// Its exit status, as the OS says it.
+        status: String,
+        /// Lines it answered.
+        answered: usize,
+        /// Lines sent.
+        sent: usize,
+        /// The first unanswered input line (1-based, counted over the whole run).
+        line: usize,
+        /// Its id.
+        id: String,
+        /// The end of its stderr, if any.
+        stderr: String,
+    },
+    /// An output line is not `{"id", "reward"}` for a pending input.
+    #[error("output line {line} of the reward command: {message}: {text:?}")]
+    Garbage {
+        /// The output line (1-based, over the whole run).
+        line: usize,
+        /// What is wrong.
+        message: String,
+        /// The line (its first 200 characters).
+        text: String,
+    },
+    /// No answer arrived within the time limit.
+    #[error("no answer for input line {line} (id {id:?}) within {secs} s")]
+    Timeout {
+        /// The first unanswered input line (1-based, over the whole run).
+        line: usize,
+        /// Its id.
+        id: String,
+        /// The limit.
+        secs: f64,
+    },
+    /// An in-process reward function failed (Python raised, ...).
+    #[error("the reward function failed on a batch starting at input line {line}: {message}")]
+    Failed {
+        /// The first input line of the batch.
+        line: usize,
+        /// What it said.
+        message: String,
+    },
+    /// Reading or writing the command's pipes failed.
+    #[error("talking to the reward command: {0}")]
+    Io(#[from] std::io::Error),
+}
+
+/// A reward function under test: answers a batch of inputs with one reward each, in order.
+pub trait RewardFn {
+    /// The rewards of `inputs`, in their order. `first_line` is the 1-based number of the
+    /// first input over the whole run (for error messages).
+    fn rewards(
+        &mut self,
+        inputs: &[RewardInput],
+        first_line: usize,
+    ) -> Result<Vec<f64>, RewardError>;
+}
+
+/// rulegym's own reward ([`exact_reward`]) as a [`RewardFn`]: it passes every property.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct ExactReward;
+
+impl RewardFn for ExactReward {
+    fn rewards(
+        &mut self,
+        inputs: &[RewardInput],
+        first_line: usize,
+    ) -> Result<Vec<f64>, RewardError> {
+        inputs
+            .iter()
+            .map(|i| {
+                exact_reward(&i.question, &i.response, &i.answers).map_err(|e| {
+                    RewardError::Failed {
+                        line: first_line,
+                        message: e.to_string(),
+                    }
+                })
+            })
+            .collect()
+    }
+}
