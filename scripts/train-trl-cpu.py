@@ -27,6 +27,7 @@ the ChatML tool template TRL parses (SmolLM2 is ChatML).
 from __future__ import annotations
 
 import argparse
+import inspect
 import json
 import math
 import os
@@ -221,7 +222,12 @@ def evaluate_multi(model, tok, rows: list[dict], max_new_tokens: int, turns: int
                 out = model.generate(**enc, max_new_tokens=max_new_tokens, do_sample=False,
                                      pad_token_id=tok.pad_token_id)
             reply = tok.decode(out[0, enc["input_ids"].shape[1]:], skip_special_tokens=False)
-            parsed = tok.parse_response(reply)
+            # transformers >= 5.24 needs the prompt as `prefix` (it may pre-write part of the
+            # assistant turn); earlier 5.x has no such argument.
+            if "prefix" in inspect.signature(tok.parse_response).parameters:
+                parsed = tok.parse_response(reply, prefix=text)
+            else:
+                parsed = tok.parse_response(reply)
             calls = parsed.get("tool_calls") or []
             messages.append(parsed)
             if not calls:

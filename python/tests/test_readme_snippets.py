@@ -135,3 +135,14 @@ def test_trl_snippet(workdir, capsys):
     lines = capsys.readouterr().out.strip().splitlines()
     assert lines[-4] == "[1.0, 0.0, 0.0]" and lines[-3] == "[1.0, 1.0, 0.0]", lines
     assert lines[-2].startswith("Doc 1(Title:") and lines[-1] == "1.0", lines
+
+
+def test_reward_check_snippets(workdir, capsys):
+    """docs/reward-check.md: check_reward on a reward that reads the first gold item anywhere
+    (it fails, naming the properties), and the Hypothesis block on rulegym's own reward."""
+    import_or_skip("hypothesis")
+    run(block("from rulegym.testing import check_reward"), "reward check")
+    passed, failed = capsys.readouterr().out.strip().splitlines()[-1].split(" ", 1)
+    assert passed == "False"
+    assert "subset_below_one" in failed and "no_tag_scores_zero" in failed, failed
+    run(block("from hypothesis import given, settings"), "hypothesis")

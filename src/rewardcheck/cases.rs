@@ -438,24 +438,36 @@ impl Spec {
         self.frame(&all)
     }
 
-    /// For the monotonicity properties, the response without the added item.
+    /// The response the property compares against: for the monotonicity properties, the
+    /// response without the added item; for several tags, the same tags in the other order.
     pub fn base_response(&self) -> Option<String> {
-        self.added
-            .as_ref()
-            .map(|_| self.frame(&self.items.iter().collect::<Vec<_>>()))
+        let items: Vec<&Item> = self.items.iter().collect();
+        if self.added.is_some() {
+            Some(self.frame(&items))
+        } else if self.property == Property::SeveralTags {
+            Some(self.tags(&items, true))
+        } else {
+            None
+        }
+    }
+
+    /// The decoy's answer tag and the items' answer tag, the decoy first unless `swapped`.
+    fn tags(&self, items: &[&Item], swapped: bool) -> String {
+        let decoy: Vec<&Item> = self.decoy.iter().collect();
+        let (first, second) = (self.style.list(&decoy), self.style.list(items));
+        let (first, second) = if swapped {
+            (second, first)
+        } else {
+            (first, second)
+        };
+        format!("<answer>{first}</answer>\n<answer>{second}</answer>")
     }
 
     fn frame(&self, items: &[&Item]) -> String {
         let list = self.style.list(items);
         match self.property {
             Property::NoTagScoresZero => format!("The answer is {list}."),
-            Property::SeveralTags => {
-                let decoy: Vec<&Item> = self.decoy.iter().collect();
-                format!(
-                    "<answer>{}</answer>\n<answer>{list}</answer>",
-                    self.style.list(&decoy)
-                )
-            }
+            Property::SeveralTags => self.tags(items, false),
             Property::UnclosedTag => format!("<answer>{list}"),
             Property::AnswerInSearch => format!("<search>{list}</search>"),
             Property::LongResponse => {
@@ -465,8 +477,12 @@ impl Spec {
                     .iter()
                     .map(|a| format!("Could it be {a}? "))
                     .collect::<String>();
-                while think.len() < self.filler {
+                // At least one mention, however short the filler has shrunk.
+                loop {
                     think.push_str(&mention);
+                    if think.len() >= self.filler {
+                        break;
+                    }
                 }
                 think.push_str("</think>\n");
                 format!("{think}<answer>{list}</answer>")
@@ -608,7 +624,7 @@ pub struct Case {
     pub spec: Spec,
     /// The response the reward is given.
     pub response: String,
-    /// For the monotonicity properties, the response without the added item.
+    /// The response the property compares against ([`Spec::base_response`]).
     pub base: Option<String>,
     /// rulegym's exact reward for `response`.
     pub expected: f64,
@@ -677,9 +693,11 @@ impl Expectation {
             | Property::Bounded
             | Property::Deterministic
             | Property::Timely => Expectation::Equal(0.0),
-            Property::Stuffing | Property::SeveralTags => {
-                Expectation::AtMost(case.expected, "rulegym's reward")
-            }
+            Property::Stuffing => Expectation::AtMost(case.expected, "rulegym's reward"),
+            Property::SeveralTags => Expectation::AtMost(
+                1.0 - base,
+                "1 minus the reward of the same tags swapped: hedging pays no more than answering",
+            ),
             Property::AddCorrectNeverLowers => {
                 Expectation::AtLeast(base, "the reward without the added item")
             }

@@ -71,7 +71,8 @@ pub struct FailureInput {
     pub response: String,
     /// The gold answers.
     pub answers: Vec<String>,
-    /// For the monotonicity properties, the response without the added item.
+    /// The response the property compares against (the monotonicity properties: without the
+    /// added item; several tags: the tags swapped).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub base_response: Option<String>,
 }
@@ -87,7 +88,7 @@ pub struct Failure {
     pub expected: String,
     /// What it was (NaN and infinities written as strings).
     pub got: serde_json::Value,
-    /// For the monotonicity properties, the reward of the base response.
+    /// The reward of `base_response`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub base_got: Option<f64>,
     /// rulegym's exact reward for the response (none for a line left unanswered).
@@ -325,7 +326,9 @@ pub fn check(
                 answers: Vec::new(),
                 base_response: None,
             },
-            expected: format!("an answer within {secs} s"),
+            expected: format!(
+                "an answer within {secs} s (does the command flush stdout after each line?)"
+            ),
             got: serde_json::Value::String("no answer".into()),
             base_got: None,
             rulegym: None,

@@ -43,8 +43,9 @@ pub enum Property {
     AddCorrectNeverLowers,
     /// Adding a wrong item never raises the score.
     AddWrongNeverRaises,
-    /// A wrong answer tag before the gold one scores no more than rulegym's reward (the first
-    /// complete tag decides, as Search-R1's stop strings end the turn there).
+    /// Two answer tags, a wrong one and the gold one: the two orders together score no more
+    /// than 1 (a reward may read the first tag, as Search-R1's stop strings do, or the last,
+    /// as verl's extraction does, but hedging across tags must not pay).
     SeveralTags,
     /// The gold answers after an opening tag that never closes score 0.
     UnclosedTag,
@@ -133,7 +134,7 @@ impl Property {
             Property::AddCorrectNeverLowers => "adding a correct item never lowers the score",
             Property::AddWrongNeverRaises => "adding a wrong item never raises the score",
             Property::SeveralTags => {
-                "a wrong answer tag before the gold one scores no more than rulegym's reward (the first tag decides)"
+                "a wrong and a gold answer tag score at most 1 over both orders (hedging across tags does not pay)"
             }
             Property::UnclosedTag => "the gold answers after an unclosed answer tag score 0",
             Property::AnswerInSearch => "the gold answers inside a search tag score 0",
@@ -200,7 +201,9 @@ pub enum RewardError {
         text: String,
     },
     /// No answer arrived within the time limit.
-    #[error("no answer for input line {line} (id {id:?}) within {secs} s")]
+    #[error(
+        "no answer for input line {line} (id {id:?}) within {secs} s (does the command flush stdout after each line?)"
+    )]
     Timeout {
         /// The first unanswered input line (1-based, over the whole run).
         line: usize,

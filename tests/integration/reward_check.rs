@@ -91,8 +91,22 @@ fn alternatives_reward_fails_subset_with_a_minimal_counterexample() {
     assert!((f.rulegym.unwrap() - 2.0 / 3.0).abs() < 1e-12);
     // The complete answer of a multi-answer question is not one alternative: it scores 0.
     failure(&report, "gold_renderings");
-    // The last tag wins, so a wrong tag before the gold one pays.
-    failure(&report, "several_tags");
+    // Reading the last tag is a convention, not a hedge: the two orders together score 1.
+    assert!(report.failures.iter().all(|f| f.property != "several_tags"));
+
+    // Any tag that matches pays: hedging across tags earns 2 over both orders.
+    let mut any_tag = Plain(|response: &str, answers: &[String]| {
+        response
+            .split("<answer>")
+            .skip(1)
+            .filter_map(|t| t.split_once("</answer>").map(|(a, _)| a))
+            .map(|a| score(a, answers, ScoreMode::Squad).f1)
+            .fold(0.0, f64::max)
+    });
+    let report = run_check(&mut any_tag, 1200);
+    let f = failure(&report, "several_tags");
+    assert_eq!((f.got.as_f64(), f.base_got), (Some(1.0), Some(1.0)), "{f:#?}");
+    assert_eq!(f.input.answers.len(), 1, "{f:#?}");
 }
 
 #[test]
@@ -211,7 +225,7 @@ fn cli_checks_rulegym_as_a_command_and_reports_deterministically() {
 #[test]
 fn cli_failing_property_exits_1_with_report_on_stdout() {
     // A reward that answers 1 to everything, in shell.
-    let cmd = r#"sed -E 's/^\{"id":("[^"]*").*$/{"id":\1,"reward":1}/'"#;
+    let cmd = r#"sed -u -E 's/^\{"id":("[^"]*").*$/{"id":\1,"reward":1}/'"#;
     let out = reward_check(cmd, &["--cases", "240"]);
     assert_eq!(
         out.status.code(),
