@@ -4,9 +4,9 @@
   0.9; ``custom_reward_function.path`` in 0.7) set to this file's path
   (``<site-packages>/rulegym/verl.py``: verl loads it standalone, outside the package, so this
   module imports only absolute names) or to ``pkg://rulegym.verl``, with ``name:
-  compute_score``. It needs no verl import and agrees with
-  ``rulegym score``: the last ``<answer>...</answer>`` of the response (or the plain text when
-  there is none) scored by set F1 after SQuAD normalisation.
+  compute_score``. It needs no verl import: the last complete ``<answer>...</answer>`` of the
+  response scored by set F1 after SQuAD normalisation (as ``rulegym score`` scores it), 0 when
+  the response has none.
 * :class:`SearchTool` (available when verl is importable) is a verl ``BaseTool`` searching a
   rulegym index in process: declare it in the tool YAML as
   ``class_name: rulegym.verl.SearchTool`` with ``config: {type: native, index_path: ...,
@@ -93,14 +93,19 @@ def compute_score(
     ground_truth: Any,
     extra_info: Optional[Dict[str, Any]] = None,
 ) -> float:
-    """Set-F1 reward of a response against the gold answers (``ground_truth``: a list, a
-    NumPy array, a comma-separated string or ``{"target": [...]}``). ``extra_info.score_mode``
-    may select ``phantomwiki`` normalisation; the default is ``squad``. Tool-use rows (ground
-    truth ``{"task_id": ...}``) get :func:`tool_reward`."""
+    """Set-F1 reward of a response's last complete ``<answer>...</answer>`` against the gold
+    answers (``ground_truth``: a list, a NumPy array, a comma-separated string or
+    ``{"target": [...]}``); a response without one scores 0 (untagged text is not an answer,
+    so a policy is never paid for skipping the format). ``extra_info.score_mode`` may select
+    ``phantomwiki`` normalisation; the default is ``squad``. Tool-use rows (ground truth
+    ``{"task_id": ...}``) get :func:`tool_reward`."""
     if isinstance(ground_truth, dict) and "task_id" in ground_truth:
         return tool_reward(extra_info)
     mode = (extra_info or {}).get("score_mode", "squad") if isinstance(extra_info, dict) else "squad"
-    return float(_rulegym.score(solution_str, _answers(ground_truth), mode)["f1"])
+    answer = _rulegym.last_answer([solution_str])
+    if answer is None:
+        return 0.0
+    return float(_rulegym.score(answer, _answers(ground_truth), mode, extract=False)["f1"])
 
 
 def format_passages(hits: list) -> str:

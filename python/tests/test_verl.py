@@ -54,15 +54,28 @@ def test_compute_score_agrees_with_cli_on_1000_pairs(dataset, cli, tmp_path):
     path.write_text("".join(json.dumps(p) + "\n" for p in pairs))
     expected = [json.loads(l)["f1"] for l in run_cli(cli, "score", "--pairs", str(path)).splitlines()]
     assert len(expected) == 1000
-    got = [compute_score("rulegym_search", p["prediction"], {"target": p["answers"]}, {}) for p in pairs]
+    # The response's last answer tag is what is scored (as the CLI scores a tagged prediction);
+    # a response without one scores 0 (paying untagged text is a format exploit: rulegym
+    # reward-check's no_tag_scores_zero). An untagged prediction inside a tag scores as the CLI
+    # scores the plain prediction.
+    got = []
+    for p in pairs:
+        gt = {"target": p["answers"]}
+        direct = compute_score("rulegym_search", p["prediction"], gt, {})
+        if rulegym.last_answer([p["prediction"]]) is None:
+            assert direct == 0.0, p
+            got.append(compute_score("rulegym_search", f"<think>x</think><answer>{p['prediction']}</answer>", gt, {}))
+        else:
+            got.append(direct)
     mismatches = [(p, e, g) for p, e, g in zip(pairs, expected, got) if e != g]
     assert not mismatches, mismatches[:5]
     # The pairs exercise every outcome, not just one.
     assert {1.0, 0.0} <= set(got) and any(0.0 < x < 1.0 for x in got)
     # Ground truth in every shape verl rows carry it.
     p = pairs[0]
-    assert compute_score(None, p["prediction"], p["answers"]) == got[0]
-    assert compute_score(None, p["prediction"], ", ".join(p["answers"])) == got[0]
+    tagged = p["prediction"] if rulegym.last_answer([p["prediction"]]) else f"<answer>{p['prediction']}</answer>"
+    assert compute_score(None, tagged, p["answers"]) == got[0]
+    assert compute_score(None, tagged, ", ".join(p["answers"])) == got[0]
 
 
 def test_search_tool_core(dataset):
