@@ -46,10 +46,10 @@ pub fn questions(source: Arc<CaseSource>) -> impl Strategy<Value = SourceQuestio
 /// [`Property`]s, with rulegym's exact reward ([`Case::expected`]); [`Case::holds`] judges a
 /// reward of it.
 pub fn responses(source: Arc<CaseSource>) -> impl Strategy<Value = Case> {
-    (0..Property::GENERATED.len(), any::<u64>()).prop_filter_map(
+    (0..Property::ANSWER_GENERATED.len(), any::<u64>()).prop_filter_map(
         "the property needs a multi-answer question",
         move |(p, index)| {
-            let spec = source.case(CASE_SEED, Property::GENERATED[p], index)?;
+            let spec = source.case(CASE_SEED, Property::ANSWER_GENERATED[p], index)?;
             Some(Case::new(spec).expect("rulegym's reward of a rendered case never fails"))
         },
     )
@@ -57,10 +57,11 @@ pub fn responses(source: Arc<CaseSource>) -> impl Strategy<Value = Case> {
 
 /// Responses to question `question` (an index into [`CaseSource::questions`]) of `source`.
 pub fn responses_to(source: Arc<CaseSource>, question: usize) -> impl Strategy<Value = Case> {
-    (0..Property::GENERATED.len(), any::<u64>()).prop_filter_map(
+    (0..Property::ANSWER_GENERATED.len(), any::<u64>()).prop_filter_map(
         "the property does not apply to this question",
         move |(p, index)| {
-            let spec = source.case_for(question, CASE_SEED, Property::GENERATED[p], index)?;
+            let spec =
+                source.case_for(question, CASE_SEED, Property::ANSWER_GENERATED[p], index)?;
             Some(Case::new(spec).expect("rulegym's reward of a rendered case never fails"))
         },
     )

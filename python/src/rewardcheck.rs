@@ -18,12 +18,15 @@ pub(crate) struct Case {
 }
 
 fn property(index: usize) -> PyResult<Property> {
-    Property::GENERATED.get(index).copied().ok_or_else(|| {
-        err(format!(
-            "property index {index} is out of range (0..{})",
-            Property::GENERATED.len()
-        ))
-    })
+    Property::ANSWER_GENERATED
+        .get(index)
+        .copied()
+        .ok_or_else(|| {
+            err(format!(
+                "property index {index} is out of range (0..{})",
+                Property::ANSWER_GENERATED.len()
+            ))
+        })
 }
 
 fn case(spec: Option<rewardcheck::Spec>) -> PyResult<Option<Case>> {
@@ -215,5 +218,8 @@ pub(crate) fn reward_check<'py>(
 /// The generated properties' names, in the order `CaseSource.case` indexes them.
 #[pyfunction]
 pub(crate) fn reward_properties() -> Vec<&'static str> {
-    Property::GENERATED.iter().map(|p| p.name()).collect()
+    Property::ANSWER_GENERATED
+        .iter()
+        .map(|p| p.name())
+        .collect()
 }

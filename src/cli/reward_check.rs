@@ -1,9 +1,14 @@
 //! `rulegym reward-check`: property-test any reward command against rulegym's exact reward.
 
-use crate::rewardcheck::{CaseSource, CheckConfig, CommandReward, check};
+use crate::rewardcheck::{
+    CaseSource, CheckConfig, CommandReward, ToolCaseSource, check, check_tools,
+};
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
+
+/// Rule-generated tasks the tool-use check draws its trajectories from.
+const TOOL_TASKS: usize = 24;
 
 /// Flags of `rulegym reward-check`.
 #[derive(clap::Args, Debug)]
@@ -32,6 +37,11 @@ pub struct Args {
     /// Seconds to wait for each answer line.
     #[arg(long, default_value_t = 10.0)]
     timeout: f64,
+    /// Check a tool-use rubric reward instead of an answer reward: the lines are
+    /// `{"id", "task", "messages"}`, trajectories of rule-generated tasks (of the fresh
+    /// universe, or of `--dataset`'s) with known rubric scores.
+    #[arg(long)]
+    tool_use: bool,
     /// Write the JSON report here (atomically) instead of stdout.
     #[arg(long)]
     out: Option<PathBuf>,
@@ -67,15 +77,26 @@ fn run(args: Args) -> Result<bool, String> {
         ..Default::default()
     };
     config.validate().map_err(|e| e.to_string())?;
-    let source = match &args.dataset {
-        Some(dir) => CaseSource::load(dir),
-        None => CaseSource::generate(args.seed, args.trees),
-    }
-    .map_err(|e| e.to_string())?;
-    let mut reward = CommandReward::spawn(&args.cmd, timeout).map_err(|e| e.to_string())?;
-    let report = check(&source, &mut reward, &config)
-        .map_err(|e| e.to_string())?
+    let report = if args.tool_use {
+        let source = match &args.dataset {
+            Some(dir) => crate::dataset::load_universe(dir)
+                .and_then(|u| ToolCaseSource::new(&u, args.seed, TOOL_TASKS)),
+            None => ToolCaseSource::generate(args.seed, args.trees, TOOL_TASKS),
+        }
         .map_err(|e| e.to_string())?;
+        let mut reward = CommandReward::spawn(&args.cmd, timeout).map_err(|e| e.to_string())?;
+        check_tools(&source, &mut reward, args.cases)
+    } else {
+        let source = match &args.dataset {
+            Some(dir) => CaseSource::load(dir),
+            None => CaseSource::generate(args.seed, args.trees),
+        }
+        .map_err(|e| e.to_string())?;
+        let mut reward = CommandReward::spawn(&args.cmd, timeout).map_err(|e| e.to_string())?;
+        check(&source, &mut reward, &config)
+    }
+    .map_err(|e| e.to_string())?
+    .map_err(|e| e.to_string())?;
     let mut json = serde_json::to_string_pretty(&report).map_err(|e| e.to_string())?;
     json.push('\n');
     match &args.out {

@@ -12,10 +12,11 @@ pub struct Args {
     /// JSONL lines `{"answers": [...], "prediction": "..."}`; `-` reads stdin.
     #[arg(long, default_value = "-")]
     pairs: PathBuf,
-    /// Read `rulegym reward-check` lines (`{"id", "question", "response", "answers"}`) and
-    /// answer each with `{"id", "reward"}`, rulegym's exact reward for the response as the
-    /// search environment's final turn, flushed per line: rulegym's own reward as a reward
-    /// command (`rulegym reward-check --cmd "rulegym score --reward-lines"`).
+    /// Read `rulegym reward-check` lines and answer each with `{"id", "reward"}`, flushed per
+    /// line: rulegym's own reward as a reward command (`rulegym reward-check --cmd "rulegym
+    /// score --reward-lines"`). `{"id", "question", "response", "answers"}` gets the search
+    /// environment's exact reward for the response as its final turn; `{"id", "task",
+    /// "messages"}` gets the task's rubric reward for the conversation.
     #[arg(long)]
     reward_lines: bool,
     /// Normalisation: squad (default) or phantomwiki.
@@ -23,13 +24,21 @@ pub struct Args {
     mode: String,
 }
 
+/// A reward-check line: an answer (`response`, `answers`) or a tool-use conversation (`task`,
+/// `messages`).
 #[derive(Deserialize)]
 struct RewardLine {
     id: serde_json::Value,
     #[serde(default)]
     question: String,
-    response: String,
+    #[serde(default)]
+    response: Option<String>,
+    #[serde(default)]
     answers: Vec<String>,
+    #[serde(default)]
+    task: Option<crate::tooluse::task::Task>,
+    #[serde(default)]
+    messages: Vec<crate::llm::ChatMessage>,
 }
 
 #[derive(Deserialize)]
@@ -61,6 +70,8 @@ pub fn run(args: Args) -> Result<()> {
     };
     let stdout = std::io::stdout();
     let mut out = std::io::BufWriter::new(stdout.lock());
+    // The rubric scorer (one Prolog engine), started at the first tool-use line.
+    let mut scorer = None;
     for (i, line) in reader.lines().enumerate() {
         let line = line.map_err(|source| Error::Io {
             context: format!("reading line {}", i + 1),
@@ -71,8 +82,26 @@ pub fn run(args: Args) -> Result<()> {
                 context: format!("line {}", i + 1),
                 source,
             })?;
-            let reward =
-                crate::rewardcheck::exact_reward(&input.question, &input.response, &input.answers)?;
+            let reward = match (&input.task, &input.response) {
+                (Some(task), _) => {
+                    let scorer = match &scorer {
+                        Some(s) => s,
+                        None => scorer.insert(crate::tooluse::rubric::RubricScorer::new(
+                            Default::default(),
+                        )?),
+                    };
+                    crate::rewardcheck::tooluse::exact_rubric_reward(scorer, task, &input.messages)?
+                }
+                (None, Some(response)) => {
+                    crate::rewardcheck::exact_reward(&input.question, response, &input.answers)?
+                }
+                (None, None) => {
+                    return Err(Error::Config(format!(
+                        "line {}: a reward line needs \"response\" (and \"answers\") or \"task\" (and \"messages\")",
+                        i + 1
+                    )));
+                }
+            };
             writeln!(
                 out,
                 "{}",

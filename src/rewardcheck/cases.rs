@@ -294,7 +294,7 @@ impl CaseSource {
                 spec.items = pick_wrong(&mut *rng, 1);
                 spec.filler = LONG_RESPONSE_BYTES;
             }
-            Property::Bounded | Property::Deterministic | Property::Timely => return None,
+            _ => return None,
         }
         Some(spec)
     }
@@ -532,7 +532,7 @@ impl Spec {
                 .as_ref()
                 .is_some_and(|a| !a.gold && !golds.is_empty()),
             Property::SeveralTags => all_gold && wrongs == 0 && !self.decoy.is_empty(),
-            Property::Bounded | Property::Deterministic | Property::Timely => false,
+            _ => false,
         }
     }
 
@@ -645,12 +645,11 @@ impl Case {
 
     /// The reward function's input for `response` (this case's or its base).
     pub fn input(&self, id: String, response: &str) -> super::RewardInput {
-        super::RewardInput {
-            id,
-            question: self.spec.question.clone(),
-            response: response.to_owned(),
-            answers: self.spec.answers.clone(),
-        }
+        let mut fields = serde_json::Map::new();
+        fields.insert("question".into(), self.spec.question.clone().into());
+        fields.insert("response".into(), response.into());
+        fields.insert("answers".into(), self.spec.answers.clone().into());
+        super::RewardInput { id, fields }
     }
 
     /// What a reward of this case must satisfy, given the reward of its base response (for
@@ -692,7 +691,12 @@ impl Expectation {
             | Property::LongResponse
             | Property::Bounded
             | Property::Deterministic
-            | Property::Timely => Expectation::Equal(0.0),
+            | Property::Timely
+            | Property::ToolForbiddenScoresZero => Expectation::Equal(0.0),
+            Property::ToolOracleScoresOne => Expectation::Equal(1.0),
+            Property::ToolSkippedSubgoalBelowOne | Property::ToolNoQuestionBelowOne => {
+                Expectation::Below(1.0)
+            }
             Property::Stuffing => Expectation::AtMost(case.expected, "rulegym's reward"),
             Property::SeveralTags => Expectation::AtMost(
                 1.0 - base,

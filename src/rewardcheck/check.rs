@@ -62,28 +62,14 @@ pub struct PropertyReport {
     pub failed: usize,
 }
 
-/// The input of a counterexample.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct FailureInput {
-    /// The question.
-    pub question: String,
-    /// The response the reward was given.
-    pub response: String,
-    /// The gold answers.
-    pub answers: Vec<String>,
-    /// The response the property compares against (the monotonicity properties: without the
-    /// added item; several tags: the tags swapped).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub base_response: Option<String>,
-}
-
 /// A minimal counterexample of one property.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Failure {
     /// The property's name.
     pub property: &'static str,
-    /// The (shrunk) input.
-    pub input: FailureInput,
+    /// The (shrunk) input: the line the reward was given (without its id), and the line the
+    /// property compares it with as `base_response` (or `base`), if any.
+    pub input: serde_json::Value,
     /// What the reward should be (`= 1`, `< 1`, `<= 0.004`, `>= 0.5`...).
     pub expected: String,
     /// What it was (NaN and infinities written as strings).
@@ -103,7 +89,7 @@ pub struct Report {
     pub passed: bool,
     /// The case seed.
     pub seed: u64,
-    /// Questions the cases were drawn from.
+    /// Questions (tool-use tasks, for a rubric check) the cases were drawn from.
     pub questions: usize,
     /// Cases generated.
     pub cases: usize,
@@ -192,8 +178,8 @@ pub fn check(
     let mut cases = Vec::with_capacity(config.cases);
     let mut tried: BTreeMap<Property, usize> = BTreeMap::new();
     for i in 0..config.cases {
-        let property = Property::GENERATED[i % Property::GENERATED.len()];
-        let index = (i / Property::GENERATED.len()) as u64;
+        let property = Property::ANSWER_GENERATED[i % Property::ANSWER_GENERATED.len()];
+        let index = (i / Property::ANSWER_GENERATED.len()) as u64;
         tried.entry(property).or_default();
         if let Some(spec) = source.case(config.seed, property, index) {
             *tried.entry(property).or_default() += 1;
@@ -320,12 +306,7 @@ pub fn check(
         failed.insert(Property::Timely, 1);
         failures.push(Failure {
             property: Property::Timely.name(),
-            input: FailureInput {
-                question: String::new(),
-                response: format!("input line {line} (id {id:?})"),
-                answers: Vec::new(),
-                base_response: None,
-            },
+            input: serde_json::json!({"line": line, "id": id}),
             expected: format!(
                 "an answer within {secs} s (does the command flush stdout after each line?)"
             ),
@@ -334,7 +315,7 @@ pub fn check(
             rulegym: None,
         });
     }
-    let properties = Property::ALL
+    let properties = Property::ANSWER_REPORT
         .iter()
         .map(|&p| PropertyReport {
             property: p.name(),
@@ -359,13 +340,12 @@ pub fn check(
     }))
 }
 
-fn failure_input(c: &Case) -> FailureInput {
-    FailureInput {
-        question: c.spec.question.clone(),
-        response: c.response.clone(),
-        answers: c.spec.answers.clone(),
-        base_response: c.base.clone(),
+fn failure_input(c: &Case) -> serde_json::Value {
+    let mut input = c.input(String::new(), &c.response).fields;
+    if let Some(base) = &c.base {
+        input.insert("base_response".into(), base.clone().into());
     }
+    serde_json::Value::Object(input)
 }
 
 type Shrunk = (Case, f64, Option<f64>);

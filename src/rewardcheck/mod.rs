@@ -13,10 +13,12 @@
 pub mod cases;
 pub mod check;
 pub mod command;
+pub mod tooluse;
 
 pub use cases::{Case, CaseSource, Expectation, Spec, exact_reward};
 pub use check::{CheckConfig, Failure, PropertyReport, Report, check};
 pub use command::CommandReward;
+pub use tooluse::{ToolCase, ToolCaseSource, check_tools};
 
 use serde::Serialize;
 
@@ -59,11 +61,20 @@ pub enum Property {
     Deterministic,
     /// Every input line is answered within the time limit.
     Timely,
+    /// A tool-use task's reference solution scores 1.
+    ToolOracleScoresOne,
+    /// The reference solution plus a forbidden action (deleting a record) scores 0.
+    ToolForbiddenScoresZero,
+    /// The reference solution with a sub-goal skipped (its first relation lookup left out)
+    /// scores below 1.
+    ToolSkippedSubgoalBelowOne,
+    /// The reference solution without any question to the user scores below 1.
+    ToolNoQuestionBelowOne,
 }
 
 impl Property {
-    /// Every property, in report order.
-    pub const ALL: [Property; 15] = [
+    /// The answer-reward check's properties, in report order.
+    pub const ANSWER_REPORT: [Property; 15] = [
         Property::GoldRenderings,
         Property::SubsetBelowOne,
         Property::SupersetBelowOne,
@@ -81,8 +92,9 @@ impl Property {
         Property::Timely,
     ];
 
-    /// The properties cases are generated for (the last three are checked on every line).
-    pub const GENERATED: [Property; 12] = [
+    /// The answer-reward properties cases are generated for (bounded, deterministic and timely
+    /// are checked on every line).
+    pub const ANSWER_GENERATED: [Property; 12] = [
         Property::GoldRenderings,
         Property::SubsetBelowOne,
         Property::SupersetBelowOne,
@@ -95,6 +107,25 @@ impl Property {
         Property::UnclosedTag,
         Property::AnswerInSearch,
         Property::LongResponse,
+    ];
+
+    /// The tool-use rubric check's properties, in report order.
+    pub const TOOL_REPORT: [Property; 7] = [
+        Property::ToolOracleScoresOne,
+        Property::ToolForbiddenScoresZero,
+        Property::ToolSkippedSubgoalBelowOne,
+        Property::ToolNoQuestionBelowOne,
+        Property::Bounded,
+        Property::Deterministic,
+        Property::Timely,
+    ];
+
+    /// The tool-use properties trajectories are generated for.
+    pub const TOOL_GENERATED: [Property; 4] = [
+        Property::ToolOracleScoresOne,
+        Property::ToolForbiddenScoresZero,
+        Property::ToolSkippedSubgoalBelowOne,
+        Property::ToolNoQuestionBelowOne,
     ];
 
     /// Its name in reports (snake case).
@@ -115,6 +146,10 @@ impl Property {
             Property::Bounded => "bounded",
             Property::Deterministic => "deterministic",
             Property::Timely => "timely",
+            Property::ToolOracleScoresOne => "oracle_scores_one",
+            Property::ToolForbiddenScoresZero => "forbidden_scores_zero",
+            Property::ToolSkippedSubgoalBelowOne => "skipped_subgoal_below_one",
+            Property::ToolNoQuestionBelowOne => "no_question_below_one",
         }
     }
 
@@ -144,21 +179,53 @@ impl Property {
             Property::Bounded => "every reward is a number in [0, 1]",
             Property::Deterministic => "the same input twice gives the same reward",
             Property::Timely => "every input line is answered within the time limit",
+            Property::ToolOracleScoresOne => "the task's reference solution scores 1",
+            Property::ToolForbiddenScoresZero => {
+                "the reference solution plus a forbidden action (a deleted record) scores 0"
+            }
+            Property::ToolSkippedSubgoalBelowOne => {
+                "the reference solution without its first relation lookup (a sub-goal) scores below 1"
+            }
+            Property::ToolNoQuestionBelowOne => {
+                "the reference solution without any question to the user scores below 1"
+            }
         }
     }
 }
 
-/// One input of a reward function: what `rulegym reward-check` writes per line.
+/// One input of a reward function: what `rulegym reward-check` writes per line. An answer
+/// reward gets `question`, `response` and `answers`; a tool-use rubric reward gets `task` and
+/// `messages`.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct RewardInput {
     /// The line's id (the answer must carry it).
     pub id: String,
-    /// The question.
-    pub question: String,
-    /// The full model text, with its tags.
-    pub response: String,
-    /// The gold answers.
-    pub answers: Vec<String>,
+    /// The rest of the line.
+    #[serde(flatten)]
+    pub fields: serde_json::Map<String, serde_json::Value>,
+}
+
+impl RewardInput {
+    /// The text field `key` (`""` when absent).
+    pub fn text(&self, key: &str) -> &str {
+        self.fields
+            .get(key)
+            .and_then(serde_json::Value::as_str)
+            .unwrap_or_default()
+    }
+
+    /// The `answers` field as strings.
+    pub fn answers(&self) -> Vec<String> {
+        self.fields
+            .get("answers")
+            .and_then(serde_json::Value::as_array)
+            .map(|a| {
+                a.iter()
+                    .filter_map(|v| v.as_str().map(str::to_owned))
+                    .collect()
+            })
+            .unwrap_or_default()
+    }
 }
 
 /// Why a reward function could not be checked (not a property failure).
@@ -249,7 +316,7 @@ impl RewardFn for ExactReward {
         inputs
             .iter()
             .map(|i| {
-                exact_reward(&i.question, &i.response, &i.answers).map_err(|e| {
+                exact_reward(i.text("question"), i.text("response"), &i.answers()).map_err(|e| {
                     RewardError::Failed {
                         line: first_line,
                         message: e.to_string(),

@@ -27,9 +27,17 @@ impl<F: FnMut(&str, &[String]) -> f64> RewardFn for Plain<F> {
     fn rewards(&mut self, inputs: &[RewardInput], _: usize) -> Result<Vec<f64>, RewardError> {
         Ok(inputs
             .iter()
-            .map(|i| (self.0)(&i.response, &i.answers))
+            .map(|i| (self.0)(i.text("response"), &i.answers()))
             .collect())
     }
+}
+
+fn answers_of(input: &serde_json::Value) -> Vec<String> {
+    serde_json::from_value(input["answers"].clone()).unwrap()
+}
+
+fn response_of(input: &serde_json::Value) -> String {
+    input["response"].as_str().unwrap().to_owned()
 }
 
 fn run_check(reward: &mut dyn RewardFn, cases: usize) -> Report {
@@ -65,7 +73,7 @@ fn rulegym_reward_passes_every_property() {
         assert!(p.tried > 0, "{} was never tried", p.property);
         assert_eq!(p.failed, 0, "{}", p.property);
     }
-    assert_eq!(report.properties.len(), Property::ALL.len());
+    assert_eq!(report.properties.len(), Property::ANSWER_REPORT.len());
 }
 
 #[test]
@@ -82,10 +90,10 @@ fn alternatives_reward_fails_subset_with_a_minimal_counterexample() {
     assert!(!report.passed);
     let f = failure(&report, "subset_below_one");
     // Minimal: two gold answers, one of them answered, plainly written.
-    assert_eq!(f.input.answers.len(), 2, "{f:#?}");
-    let inner = last_tag(&f.input.response).unwrap();
-    assert!(f.input.answers.contains(&inner), "{f:#?}");
-    assert_eq!(f.input.response, format!("<answer>{inner}</answer>"));
+    assert_eq!(answers_of(&f.input).len(), 2, "{f:#?}");
+    let inner = last_tag(&response_of(&f.input)).unwrap();
+    assert!(answers_of(&f.input).contains(&inner), "{f:#?}");
+    assert_eq!(response_of(&f.input), format!("<answer>{inner}</answer>"));
     assert_eq!(f.expected, "< 1");
     assert_eq!(f.got, serde_json::json!(1.0));
     assert!((f.rulegym.unwrap() - 2.0 / 3.0).abs() < 1e-12);
@@ -105,8 +113,12 @@ fn alternatives_reward_fails_subset_with_a_minimal_counterexample() {
     });
     let report = run_check(&mut any_tag, 1200);
     let f = failure(&report, "several_tags");
-    assert_eq!((f.got.as_f64(), f.base_got), (Some(1.0), Some(1.0)), "{f:#?}");
-    assert_eq!(f.input.answers.len(), 1, "{f:#?}");
+    assert_eq!(
+        (f.got.as_f64(), f.base_got),
+        (Some(1.0), Some(1.0)),
+        "{f:#?}"
+    );
+    assert_eq!(answers_of(&f.input).len(), 1, "{f:#?}");
 }
 
 #[test]
@@ -131,14 +143,14 @@ fn planted_bugs_are_caught_and_shrunk() {
     }
     let stuffing = failure(&report, "stuffing");
     // Shrunk to the gold answers plus one wrong name.
-    let items = last_tag(&stuffing.input.response).unwrap();
+    let items = last_tag(&response_of(&stuffing.input)).unwrap();
     assert_eq!(
         items.split(',').count(),
-        stuffing.input.answers.len() + 1,
+        answers_of(&stuffing.input).len() + 1,
         "{stuffing:#?}"
     );
     let long = failure(&report, "long_response");
-    assert!(long.input.response.len() < 200, "{long:#?}");
+    assert!(response_of(&long.input).len() < 200, "{long:#?}");
 
     // Case-sensitive: a gold rendering in upper case scores 0; shrunk to one answer, upper
     // case only.
@@ -156,13 +168,19 @@ fn planted_bugs_are_caught_and_shrunk() {
     });
     let report = run_check(&mut case_sensitive, 1200);
     let f = failure(&report, "gold_renderings");
-    assert_eq!(f.input.answers.len(), 1, "{f:#?}");
-    let upper = format!("<answer>{}</answer>", f.input.answers[0].to_uppercase());
-    let lower = format!("<answer>{}</answer>", f.input.answers[0].to_lowercase());
-    let trailing = format!("<answer>{}.</answer>", f.input.answers[0]);
-    let quoted = format!("<answer>\"{}\"</answer>", f.input.answers[0]);
+    assert_eq!(answers_of(&f.input).len(), 1, "{f:#?}");
+    let upper = format!(
+        "<answer>{}</answer>",
+        answers_of(&f.input)[0].to_uppercase()
+    );
+    let lower = format!(
+        "<answer>{}</answer>",
+        answers_of(&f.input)[0].to_lowercase()
+    );
+    let trailing = format!("<answer>{}.</answer>", answers_of(&f.input)[0]);
+    let quoted = format!("<answer>\"{}\"</answer>", answers_of(&f.input)[0]);
     assert!(
-        [upper, lower, trailing, quoted].contains(&f.input.response),
+        [upper, lower, trailing, quoted].contains(&response_of(&f.input)),
         "not minimal: {f:#?}"
     );
 
@@ -298,7 +316,7 @@ fn cli_stalled_command_fails_timely() {
 #[test]
 fn cases_are_deterministic_and_valid() {
     let s = source();
-    for &p in &Property::GENERATED {
+    for &p in &Property::ANSWER_GENERATED {
         for i in 0..20 {
             let a = s.case(9, p, i);
             assert_eq!(a, s.case(9, p, i));
@@ -336,4 +354,60 @@ proptest! {
         prop_assert_eq!(&case.spec.question, &world.questions()[0].question);
         prop_assert!(case.spec.valid());
     }
+}
+
+#[test]
+fn tool_use_rubric_rewards() {
+    use rulegym::rewardcheck::{ToolCaseSource, check_tools};
+    let source = ToolCaseSource::generate(5, 30, 12).unwrap();
+    // rulegym's rubric reward, in process: every property holds, and every case's reward is
+    // the one the environment recorded while playing it.
+    struct Rubric<'a>(&'a ToolCaseSource);
+    impl RewardFn for Rubric<'_> {
+        fn rewards(&mut self, inputs: &[RewardInput], _: usize) -> Result<Vec<f64>, RewardError> {
+            Ok(inputs
+                .iter()
+                .map(|i| {
+                    let task = serde_json::from_value(i.fields["task"].clone()).unwrap();
+                    let messages: Vec<rulegym::llm::ChatMessage> =
+                        serde_json::from_value(i.fields["messages"].clone()).unwrap();
+                    self.0.exact_reward(&task, &messages).unwrap()
+                })
+                .collect())
+        }
+    }
+    let report = check_tools(&source, &mut Rubric(&source), 48)
+        .unwrap()
+        .unwrap();
+    assert!(report.passed, "{:#?}", report.failures);
+    assert!(report.properties.iter().all(|p| p.tried > 0));
+    for p in Property::TOOL_GENERATED {
+        let case = source.case(p, 3).unwrap().unwrap();
+        assert!(case.holds(case.expected), "{p:?}: {}", case.expected);
+    }
+    // A planted bug: "the agent answered" as the reward ignores the rubric.
+    let mut answered = Plain(|_: &str, _: &[String]| 1.0);
+    let report = check_tools(&source, &mut answered, 48).unwrap().unwrap();
+    let f = failure(&report, "forbidden_scores_zero");
+    assert_eq!((f.got.as_f64(), f.rulegym), (Some(1.0), Some(0.0)));
+    assert!(
+        f.input["messages"]
+            .as_array()
+            .is_some_and(|m| !m.is_empty())
+    );
+    failure(&report, "no_question_below_one");
+    failure(&report, "skipped_subgoal_below_one");
+
+    // The CLI: rulegym's rubric as a reward command passes; a constant reward fails (exit 1).
+    let own = format!("{} score --reward-lines", env!("CARGO_BIN_EXE_rulegym"));
+    let out = reward_check(&own, &["--tool-use", "--cases", "40"]);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let cmd = r#"sed -u -E 's/^\{"id":("[^"]*").*$/{"id":\1,"reward":1}/'"#;
+    let out = reward_check(cmd, &["--tool-use", "--cases", "40"]);
+    assert_eq!(out.status.code(), Some(1));
 }
