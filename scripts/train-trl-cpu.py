@@ -306,6 +306,8 @@ def main() -> int:
     ap.add_argument("--max-completion-length", type=int, default=None,
                     help="tokens per completion [32 single-turn; 384 multi-turn, all turns of an episode]")
     ap.add_argument("--learning-rate", type=float, default=4e-5)
+    ap.add_argument("--temperature", type=float, default=1.0,
+                    help="sampling temperature of the training rollouts (TRL's default 1.0)")
     ap.add_argument("--micro-batch", type=int, default=4,
                     help="sequences per forward/backward pass (gradient accumulation makes up the step)")
     ap.add_argument("--gradient-checkpointing", action="store_true",
@@ -431,6 +433,7 @@ def main() -> int:
         use_vllm=args.vllm,
         **({"vllm_mode": "colocate", "vllm_gpu_memory_utilization": 0.3} if args.vllm else {}),
         num_generations=args.generations,
+        temperature=args.temperature,
         # One optimiser step per generation batch of prompts x generations, in micro-batches.
         per_device_train_batch_size=args.micro_batch,
         gradient_accumulation_steps=args.prompts_per_step * args.generations // args.micro_batch,

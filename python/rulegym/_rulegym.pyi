@@ -206,3 +206,27 @@ def reward_check(
     """Every reward-check property on a batch reward function; the report dict."""
 def reward_properties() -> List[str]:
     """The generated properties' names."""
+class ToolCaseSource:
+    """Rule-generated tool-use tasks: the source of tool-use reward-check trajectories."""
+    @staticmethod
+    def generate(seed: int = 1, trees: int = 30, tasks: int = 24) -> ToolCaseSource: ...
+    def tasks(self) -> List[Dict[str, Any]]: ...
+    def case(self, property: int, task: int) -> Optional[ToolCase]: ...
+    def exact_reward(self, task: Dict[str, Any], messages: List[Dict[str, Any]]) -> float: ...
+class ToolCase:
+    """A tool-use trajectory and rulegym's rubric reward for it."""
+    property: str
+    task: Dict[str, Any]
+    messages: List[Dict[str, Any]]
+    expected: float
+    def holds(self, got: float) -> bool: ...
+def reward_check_tools(
+    batch_fn: Any,
+    source: Optional[ToolCaseSource] = None,
+    seed: int = 1,
+    cases: int = 200,
+    trees: int = 30,
+) -> Dict[str, Any]:
+    """The tool-use reward-check properties on a batch rubric reward; the report dict."""
+def tool_reward_properties() -> List[str]:
+    """The tool-use properties' names."""

@@ -42,22 +42,39 @@ import functools
 from dataclasses import dataclass
 from typing import Any, Callable, List, Optional, Sequence
 
-from ._rulegym import Case, CaseSource, reward_check, reward_properties
+from ._rulegym import (
+    Case,
+    CaseSource,
+    ToolCase,
+    ToolCaseSource,
+    reward_check,
+    reward_check_tools,
+    reward_properties,
+    tool_reward_properties,
+)
 
 __all__ = [
     "Case",
     "CaseSource",
     "PROPERTIES",
     "Question",
+    "TOOL_PROPERTIES",
+    "ToolCase",
+    "ToolCaseSource",
     "check_reward",
+    "check_tool_reward",
     "questions",
     "responses",
+    "tool_tasks",
+    "trajectories",
     "universe",
     "universes",
 ]
 
 #: The generated properties, in the order :meth:`CaseSource.case` indexes them.
 PROPERTIES: List[str] = list(reward_properties())
+#: The tool-use properties, in the order :meth:`ToolCaseSource.case` indexes them.
+TOOL_PROPERTIES: List[str] = list(tool_reward_properties())
 
 
 def _reward_value(value: Any) -> Optional[float]:
@@ -172,3 +189,40 @@ def responses(of: Any = None):
         source, question = (of if of is not None else universe()), None
     draws = st.tuples(st.integers(0, len(PROPERTIES) - 1), st.integers(0, 2**63 - 1))
     return draws.map(lambda d: source.case(d[0], d[1], question=question)).filter(lambda c: c is not None)
+
+
+def check_tool_reward(
+    fn: Callable[[dict, list], Any],
+    *,
+    seed: int = 1,
+    cases: int = 200,
+    trees: int = 30,
+    source: Optional[ToolCaseSource] = None,
+) -> dict:
+    """Runs the tool-use properties on a rubric reward ``fn(task, messages) -> float`` (a task
+    dict and an OpenAI message list): trajectories of rule-generated tasks whose rubric score is
+    known (the reference solution: 1; plus a forbidden action: 0; a skipped sub-goal or no
+    question to the user: below 1). Returns the report dict."""
+
+    def batch(rows: List[dict]) -> List[Optional[float]]:
+        return [_reward_value(fn(r["task"], r["messages"])) for r in rows]
+
+    return reward_check_tools(batch, source=source, seed=seed, cases=cases, trees=trees)
+
+
+@functools.lru_cache(maxsize=16)
+def tool_tasks(seed: int = 1, trees: int = 30, tasks: int = 24) -> ToolCaseSource:
+    """Rule-generated tool-use tasks of a universe built from ``seed`` (cached)."""
+    return ToolCaseSource.generate(seed=seed, trees=trees, tasks=tasks)
+
+
+def trajectories(source: Optional[ToolCaseSource] = None, task: Optional[int] = None):
+    """Hypothesis strategy: trajectories (:class:`ToolCase`) of the tasks of ``source`` (default
+    :func:`tool_tasks`), or of task index ``task`` only, each with ``property``, ``task``,
+    ``messages``, ``expected`` (rulegym's rubric reward) and ``holds(got)``."""
+    st = _st()
+    src = source if source is not None else tool_tasks()
+    n = len(src.tasks())
+    tasks = st.just(task) if task is not None else st.integers(0, n - 1)
+    draws = st.tuples(st.integers(0, len(TOOL_PROPERTIES) - 1), tasks)
+    return draws.map(lambda d: src.case(d[0], d[1])).filter(lambda c: c is not None)

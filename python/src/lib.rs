@@ -80,6 +80,10 @@ fn _rulegym(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<rewardcheck::Case>()?;
     m.add_function(wrap_pyfunction!(rewardcheck::reward_check, m)?)?;
     m.add_function(wrap_pyfunction!(rewardcheck::reward_properties, m)?)?;
+    m.add_class::<rewardcheck::ToolCaseSource>()?;
+    m.add_class::<rewardcheck::ToolCase>()?;
+    m.add_function(wrap_pyfunction!(rewardcheck::reward_check_tools, m)?)?;
+    m.add_function(wrap_pyfunction!(rewardcheck::tool_reward_properties, m)?)?;
     m.add_function(wrap_pyfunction!(universe::generate_universe, m)?)?;
     m.add_function(wrap_pyfunction!(universe::generate_questions, m)?)?;
     m.add_function(wrap_pyfunction!(universe::generate_questions_jsonl, m)?)?;

@@ -223,3 +223,154 @@ pub(crate) fn reward_properties() -> Vec<&'static str> {
         .map(|p| p.name())
         .collect()
 }
+
+/// Rule-generated tool-use tasks of a universe, the source of tool-use reward-check
+/// trajectories.
+#[pyclass(frozen, module = "rulegym._rulegym")]
+pub(crate) struct ToolCaseSource {
+    inner: Arc<rewardcheck::ToolCaseSource>,
+}
+
+/// One trajectory of a tool-use task with rulegym's rubric reward for it.
+#[pyclass(frozen, module = "rulegym._rulegym")]
+pub(crate) struct ToolCase {
+    inner: rewardcheck::ToolCase,
+}
+
+#[pymethods]
+impl ToolCaseSource {
+    /// `tasks` rule-generated tasks of a fresh universe from `seed` with `trees` family trees.
+    #[staticmethod]
+    #[pyo3(signature = (seed=1, trees=30, tasks=24))]
+    fn generate(py: Python<'_>, seed: u64, trees: usize, tasks: usize) -> PyResult<Self> {
+        let inner = py
+            .allow_threads(|| rewardcheck::ToolCaseSource::generate(seed, trees, tasks))
+            .map_err(err)?;
+        Ok(ToolCaseSource {
+            inner: Arc::new(inner),
+        })
+    }
+
+    /// The tasks (task dicts, the shape of a task file's records).
+    fn tasks<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        let tasks: Vec<&rulegym::tooluse::task::Task> =
+            self.inner.tasks().iter().map(|t| &t.task).collect();
+        to_py(py, &tasks)
+    }
+
+    /// rulegym's rubric reward of a conversation (OpenAI messages) on `task` (a task dict).
+    fn exact_reward(
+        &self,
+        py: Python<'_>,
+        task: &Bound<'_, PyAny>,
+        messages: &Bound<'_, PyAny>,
+    ) -> PyResult<f64> {
+        let text: String = py
+            .import("json")?
+            .call_method1("dumps", (task,))?
+            .extract()?;
+        let task = rulegym::tooluse::task::Task::from_json(&text).map_err(err)?;
+        let messages: Vec<rulegym::llm::ChatMessage> = from_py(py, Some(messages), "messages")?;
+        let inner = self.inner.clone();
+        py.allow_threads(move || inner.exact_reward(&task, &messages))
+            .map_err(err)
+    }
+
+    /// The trajectory of tool-use property `property` (an index into `TOOL_PROPERTIES`) on task
+    /// `task % len(tasks())`, played and scored.
+    fn case(&self, py: Python<'_>, property: usize, task: usize) -> PyResult<Option<ToolCase>> {
+        let p = Property::TOOL_GENERATED
+            .get(property)
+            .copied()
+            .ok_or_else(|| {
+                err(format!(
+                    "tool property index {property} is out of range (0..{})",
+                    Property::TOOL_GENERATED.len()
+                ))
+            })?;
+        let inner = self.inner.clone();
+        Ok(py
+            .allow_threads(move || inner.case(p, task))
+            .map_err(err)?
+            .map(|inner| ToolCase { inner }))
+    }
+}
+
+#[pymethods]
+impl ToolCase {
+    /// The property's name.
+    #[getter]
+    fn property(&self) -> &'static str {
+        self.inner.property.name()
+    }
+
+    /// The task (a task dict).
+    #[getter]
+    fn task<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        to_py(py, &self.inner.task)
+    }
+
+    /// The conversation (OpenAI messages).
+    #[getter]
+    fn messages<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        to_py(py, &self.inner.messages)
+    }
+
+    /// rulegym's rubric reward for the conversation.
+    #[getter]
+    fn expected(&self) -> f64 {
+        self.inner.expected
+    }
+
+    /// Whether a reward `got` satisfies the case's property.
+    fn holds(&self, got: f64) -> bool {
+        self.inner.holds(got)
+    }
+
+    fn __repr__(&self) -> String {
+        format!(
+            "ToolCase(property={:?}, task={:?}, messages={}, expected={})",
+            self.property(),
+            self.inner.task.id,
+            self.inner.messages.len(),
+            self.inner.expected
+        )
+    }
+}
+
+/// Runs the tool-use properties against `batch_fn` (called with a list of
+/// `{"id", "task", "messages"}` dicts, returning a list of floats) on `cases` trajectories of
+/// `source` (24 tasks of a fresh universe from `seed` when None). Returns the report dict.
+#[pyfunction]
+#[pyo3(signature = (batch_fn, source=None, seed=1, cases=200, trees=30))]
+pub(crate) fn reward_check_tools<'py>(
+    py: Python<'py>,
+    batch_fn: Bound<'py, PyAny>,
+    source: Option<&ToolCaseSource>,
+    seed: u64,
+    cases: usize,
+    trees: usize,
+) -> PyResult<Bound<'py, PyAny>> {
+    let fresh;
+    let source = match source {
+        Some(s) => &s.inner,
+        None => {
+            fresh = Arc::new(
+                py.allow_threads(|| rewardcheck::ToolCaseSource::generate(seed, trees, 24))
+                    .map_err(err)?,
+            );
+            &fresh
+        }
+    };
+    let mut reward = PyReward { py, f: batch_fn };
+    let report = rewardcheck::check_tools(source, &mut reward, cases)
+        .map_err(err)?
+        .map_err(err)?;
+    to_py(py, &report)
+}
+
+/// The tool-use properties' names, in the order `ToolCaseSource.case` indexes them.
+#[pyfunction]
+pub(crate) fn tool_reward_properties() -> Vec<&'static str> {
+    Property::TOOL_GENERATED.iter().map(|p| p.name()).collect()
+}

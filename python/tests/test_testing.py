@@ -143,3 +143,31 @@ def test_hypothesis_strategies_drive_a_users_test():
 
     with pytest.raises(AssertionError):
         alternatives_reward()
+
+
+def test_tool_use_rubric_rewards():
+    from rulegym.testing import TOOL_PROPERTIES, check_tool_reward, tool_tasks, trajectories
+
+    source = tool_tasks(seed=5, trees=30, tasks=8)
+    def rubric(task, messages):
+        return source.exact_reward(task, messages)
+
+    report = check_tool_reward(rubric, source=source, cases=32)
+    assert report["passed"], report["failures"]
+    assert [p["property"] for p in report["properties"]][:4] == TOOL_PROPERTIES
+
+    # A planted bug: a reward that ignores forbidden actions.
+    def lenient(task, messages):
+        return 1.0 if any("<answer>" in (m.get("content") or "") for m in messages) else 0.0
+
+    report = check_tool_reward(lenient, source=source, cases=32)
+    assert "forbidden_scores_zero" in failed(report)
+
+    hyp = import_or_skip("hypothesis")
+
+    @hyp.settings(max_examples=20, deadline=None, derandomize=True)
+    @hyp.given(trajectories(source))
+    def rubric_holds(case):
+        assert case.holds(rubric(case.task, case.messages)), case
+
+    rubric_holds()
