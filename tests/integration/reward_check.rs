@@ -189,7 +189,7 @@ fn planted_bugs_are_caught_and_shrunk() {
     let mut noisy = Plain(move |response: &str, answers: &[String]| {
         calls += 1;
         let r = exact_reward("", response, answers).unwrap();
-        if calls % 7 == 0 { r * 2.0 + 0.5 } else { r }
+        if calls.is_multiple_of(7) { r * 2.0 + 0.5 } else { r }
     });
     let report = run_check(&mut noisy, 600);
     failure(&report, "bounded");
