@@ -363,7 +363,7 @@ pub(crate) fn reward_check_tools<'py>(
         }
     };
     let mut reward = PyReward { py, f: batch_fn };
-    let report = rewardcheck::check_tools(source, &mut reward, cases)
+    let report = rewardcheck::check_tools(source, &mut reward, cases, 2000)
         .map_err(err)?
         .map_err(err)?;
     to_py(py, &report)

@@ -28,10 +28,10 @@ pub struct Args {
     /// Family trees of the fresh universe (10 people at most each).
     #[arg(long, default_value_t = 30)]
     trees: usize,
-    /// Cases to generate (spread evenly over the 12 generated properties).
+    /// Cases to generate (spread evenly over the generated properties; at most 100,000).
     #[arg(long, default_value_t = 1200)]
     cases: usize,
-    /// Cases per round trip to the command.
+    /// Cases per round trip to the command (lines, with --tool-use).
     #[arg(long, default_value_t = 2000)]
     batch: usize,
     /// Seconds to wait for each answer line.
@@ -85,7 +85,7 @@ fn run(args: Args) -> Result<bool, String> {
         }
         .map_err(|e| e.to_string())?;
         let mut reward = CommandReward::spawn(&args.cmd, timeout).map_err(|e| e.to_string())?;
-        check_tools(&source, &mut reward, args.cases)
+        check_tools(&source, &mut reward, args.cases, args.batch)
     } else {
         let source = match &args.dataset {
             Some(dir) => CaseSource::load(dir),
@@ -103,7 +103,12 @@ fn run(args: Args) -> Result<bool, String> {
         Some(path) => {
             crate::io::write_file_atomic(path, json.as_bytes()).map_err(|e| e.to_string())?
         }
-        None => print!("{json}"),
+        None => {
+            use std::io::Write;
+            std::io::stdout()
+                .write_all(json.as_bytes())
+                .map_err(|e| format!("writing the report to stdout: {e}"))?
+        }
     }
     let failed: Vec<&str> = report.failures.iter().map(|f| f.property).collect();
     if failed.is_empty() {

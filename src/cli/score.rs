@@ -17,7 +17,7 @@ pub struct Args {
     /// score --reward-lines"`). `{"id", "question", "response", "answers"}` gets the search
     /// environment's exact reward for the response as its final turn; `{"id", "task",
     /// "messages"}` gets the task's rubric reward for the conversation.
-    #[arg(long)]
+    #[arg(long, conflicts_with = "mode")]
     reward_lines: bool,
     /// Normalisation: squad (default) or phantomwiki.
     #[arg(long, default_value = "squad")]

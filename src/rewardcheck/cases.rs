@@ -61,13 +61,23 @@ impl CaseSource {
             sorted(&mut people.iter().map(|p| &p.hobby)),
             sorted(&mut people.iter().map(|p| &p.dob)),
         ];
+        // Gold answers as the reward sees them: one item per normalised key (a dataset's
+        // "Paris" and "paris" are one answer), none without a key.
         let questions: Vec<SourceQuestion> = questions
             .iter()
-            .filter(|q| !q.answers.is_empty())
-            .map(|q| SourceQuestion {
-                id: q.id.clone(),
-                question: q.question.clone(),
-                answers: q.answers.clone(),
+            .filter_map(|q| {
+                let mut seen = BTreeSet::new();
+                let answers: Vec<String> = q
+                    .answers
+                    .iter()
+                    .filter(|a| item_key(a, ScoreMode::Squad).is_some_and(|k| seen.insert(k)))
+                    .cloned()
+                    .collect();
+                (!answers.is_empty()).then(|| SourceQuestion {
+                    id: q.id.clone(),
+                    question: q.question.clone(),
+                    answers,
+                })
             })
             .collect();
         if questions.is_empty() {
@@ -142,8 +152,14 @@ impl CaseSource {
         let mut pool: Vec<String> = match of_kind {
             Some(pool) => pool.iter().filter(|v| keep(v)).cloned().collect(),
             None if q.answers.iter().all(|a| a.parse::<u64>().is_ok()) => {
-                let top = q.answers.iter().filter_map(|a| a.parse::<u64>().ok()).max();
-                (0..=top.unwrap_or(0) + 5)
+                // Counts: the numbers near the gold ones (a bounded window, whatever the gold).
+                let top = q
+                    .answers
+                    .iter()
+                    .filter_map(|a| a.parse::<u64>().ok())
+                    .max()
+                    .unwrap_or(0);
+                (top.saturating_sub(10)..=top.saturating_add(5))
                     .map(|n| n.to_string())
                     .filter(|v| keep(v))
                     .collect()
@@ -478,6 +494,11 @@ impl Spec {
                     .map(|a| format!("Could it be {a}? "))
                     .collect::<String>();
                 // At least one mention, however short the filler has shrunk.
+                let mention = if mention.is_empty() {
+                    "Let me think. ".to_owned()
+                } else {
+                    mention
+                };
                 loop {
                     think.push_str(&mention);
                     if think.len() >= self.filler {

@@ -31,6 +31,7 @@ pub struct CommandReward {
     stderr: std::sync::Arc<std::sync::Mutex<Vec<u8>>>,
     timeout: Duration,
     out_line: usize,
+    dead: Option<String>,
 }
 
 impl CommandReward {
@@ -46,6 +47,10 @@ impl CommandReward {
             c.arg("-c");
             c
         };
+        // Its own process group, so that killing it reaches what the shell started too (a
+        // pipeline's stages, a wrapper's child), which would otherwise keep the pipes open.
+        #[cfg(unix)]
+        std::os::unix::process::CommandExt::process_group(&mut cmd, 0);
         let mut child = cmd
             .arg(command)
             .stdin(Stdio::piped())
@@ -99,12 +104,26 @@ impl CommandReward {
             stderr,
             timeout,
             out_line: 0,
+            dead: None,
         })
     }
 
     /// The command line.
     pub fn command(&self) -> &str {
         &self.command
+    }
+
+    /// Kills the command and everything in its process group.
+    fn kill(&mut self) {
+        #[cfg(target_os = "linux")]
+        if let Ok(pid) = i32::try_from(self.child.id()) {
+            // SAFETY: kill(2) with a negative pid signals the process group the command leads
+            // (spawned with process_group(0)); no memory is touched.
+            unsafe {
+                libc::kill(-pid, libc::SIGKILL);
+            }
+        }
+        let _ = self.child.kill();
     }
 
     fn stderr_tail(&self) -> String {
@@ -125,7 +144,7 @@ impl CommandReward {
             }
             std::thread::sleep(Duration::from_millis(10));
         }
-        "still running, stdout closed".into()
+        "it closed its stdout".into()
     }
 
     fn garbage(&self, message: impl Into<String>, text: &str) -> RewardError {
@@ -180,6 +199,12 @@ impl RewardFn for CommandReward {
         inputs: &[RewardInput],
         first_line: usize,
     ) -> Result<Vec<f64>, RewardError> {
+        if let Some(why) = &self.dead {
+            return Err(RewardError::Failed {
+                line: first_line,
+                message: format!("the reward command was stopped earlier: {why}"),
+            });
+        }
         let mut buf = Vec::new();
         for input in inputs {
             serde_json::to_writer(&mut buf, input).map_err(std::io::Error::other)?;
@@ -206,17 +231,22 @@ impl RewardFn for CommandReward {
                 }
                 Ok(None)
             });
+            // The time limit runs from the last answer: blank lines do not reset it.
+            let mut deadline = std::time::Instant::now() + self.timeout;
+            let first_missing =
+                |got: &[Option<f64>]| got.iter().position(Option::is_none).unwrap_or(0);
             let outcome = loop {
                 if answered == inputs.len() {
                     break Ok(());
                 }
-                let first_missing = got.iter().position(Option::is_none).unwrap_or(0);
-                match self.lines.recv_timeout(self.timeout) {
+                let wait = deadline.saturating_duration_since(std::time::Instant::now());
+                match self.lines.recv_timeout(wait) {
                     Ok(Out::Line(text)) => {
                         self.out_line += 1;
                         if text.trim().is_empty() {
                             continue;
                         }
+                        deadline = std::time::Instant::now() + self.timeout;
                         let (id, reward) = match self.parse(&text) {
                             Ok(x) => x,
                             Err(e) => break Err(e),
@@ -243,27 +273,31 @@ impl RewardFn for CommandReward {
                     Ok(Out::Failed(e)) => break Err(RewardError::Io(e)),
                     Ok(Out::Eof) | Err(RecvTimeoutError::Disconnected) => {
                         let status = self.status();
+                        let missing = first_missing(&got);
                         break Err(RewardError::Died {
                             status,
                             answered,
                             sent: inputs.len(),
-                            line: first_line + first_missing,
-                            id: inputs[first_missing].id.clone(),
+                            line: first_line + missing,
+                            id: inputs[missing].id.clone(),
                             stderr: self.stderr_tail(),
                         });
                     }
                     Err(RecvTimeoutError::Timeout) => {
+                        let missing = first_missing(&got);
                         break Err(RewardError::Timeout {
-                            line: first_line + first_missing,
-                            id: inputs[first_missing].id.clone(),
+                            line: first_line + missing,
+                            id: inputs[missing].id.clone(),
                             secs: self.timeout.as_secs_f64(),
                         });
                     }
                 }
             };
-            if outcome.is_err() {
-                // Unblocks a writer stuck on a command that stopped reading.
-                let _ = self.child.kill();
+            if let Err(e) = &outcome {
+                // Unblocks a writer stuck on a command that stopped reading; the command is not
+                // asked again.
+                self.kill();
+                self.dead = Some(e.to_string());
             }
             let pipe = writer.join().unwrap_or(Ok(None))?;
             outcome.map(|()| pipe)
@@ -283,7 +317,7 @@ impl Drop for CommandReward {
             }
             std::thread::sleep(Duration::from_millis(10));
         }
-        let _ = self.child.kill();
+        self.kill();
         let _ = self.child.wait();
     }
 }

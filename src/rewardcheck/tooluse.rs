@@ -177,16 +177,18 @@ pub fn exact_rubric_reward(
 }
 
 /// Runs the tool-use properties against `reward` on `cases` trajectories (spread over the four
-/// kinds and the tasks), each sent twice for determinism. A failed property reports its case
+/// kinds and the tasks), each sent twice for determinism, `batch` lines per round trip. A failed property reports its case
 /// with the shortest conversation.
 pub fn check_tools(
     source: &ToolCaseSource,
     reward: &mut dyn RewardFn,
     cases: usize,
+    batch: usize,
 ) -> crate::Result<Result<Report, RewardError>> {
-    if !(1..=1_000_000).contains(&cases) {
+    if !(1..=super::check::MAX_CASES).contains(&cases) {
         return Err(crate::Error::Config(format!(
-            "cases must be in 1..=1000000, got {cases}"
+            "cases must be in 1..={}, got {cases}",
+            super::check::MAX_CASES
         )));
     }
     let kinds = Property::TOOL_GENERATED;
@@ -222,21 +224,27 @@ pub fn check_tools(
             worst.insert(p, (case, got, other));
         }
     };
-    let (got, stopped) = match reward.rewards(&inputs, 1) {
-        Ok(got) if got.len() == inputs.len() => (got, None),
-        Ok(got) => {
-            return Ok(Err(RewardError::Failed {
-                line: 1,
-                message: format!(
-                    "{} rewards for a batch of {} inputs",
-                    got.len(),
-                    inputs.len()
-                ),
-            }));
+    let mut got = Vec::with_capacity(inputs.len());
+    let mut stopped = None;
+    for chunk in inputs.chunks(batch.max(1)) {
+        match reward.rewards(chunk, got.len() + 1) {
+            Ok(g) if g.len() == chunk.len() => got.extend(g),
+            Ok(g) => {
+                return Ok(Err(RewardError::Failed {
+                    line: got.len() + 1,
+                    message: format!("{} rewards for a batch of {} inputs", g.len(), chunk.len()),
+                }));
+            }
+            Err(RewardError::Timeout { line, id, secs }) => {
+                stopped = Some((line, id, secs));
+                break;
+            }
+            Err(e) => return Ok(Err(e)),
         }
-        Err(RewardError::Timeout { line, id, secs }) => (Vec::new(), Some((line, id, secs))),
-        Err(e) => return Ok(Err(e)),
-    };
+    }
+    if got.len() < inputs.len() {
+        got.clear();
+    }
     if !got.is_empty() {
         for (i, c) in built.iter().enumerate() {
             let (main, dup) = (got[i], got[built.len() + i]);
@@ -269,13 +277,16 @@ pub fn check_tools(
                     }
                     _ => c.expectation().to_owned(),
                 },
-                got: serde_json::Number::from_f64(if p == Property::Deterministic {
-                    other.unwrap_or(f64::NAN)
-                } else {
-                    got
-                })
-                .map(serde_json::Value::Number)
-                .unwrap_or_else(|| got.to_string().into()),
+                got: {
+                    let v = if p == Property::Deterministic {
+                        other.unwrap_or(f64::NAN)
+                    } else {
+                        got
+                    };
+                    serde_json::Number::from_f64(v)
+                        .map(serde_json::Value::Number)
+                        .unwrap_or_else(|| v.to_string().into())
+                },
                 base_got: None,
                 rulegym: Some(c.expected),
             }

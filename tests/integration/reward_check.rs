@@ -189,7 +189,11 @@ fn planted_bugs_are_caught_and_shrunk() {
     let mut noisy = Plain(move |response: &str, answers: &[String]| {
         calls += 1;
         let r = exact_reward("", response, answers).unwrap();
-        if calls.is_multiple_of(7) { r * 2.0 + 0.5 } else { r }
+        if calls.is_multiple_of(7) {
+            r * 2.0 + 0.5
+        } else {
+            r
+        }
     });
     let report = run_check(&mut noisy, 600);
     failure(&report, "bounded");
@@ -311,6 +315,44 @@ fn cli_stalled_command_fails_timely() {
     let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(report["stopped_early"], true);
     assert_eq!(report["failures"][0]["property"], "timely");
+    // Neither a child of the shell that never reads (the writer would block on a full pipe)
+    // nor blank lines, which are not answers, hold the check past its time limit.
+    for cmd in [
+        "sleep 30; true",
+        "cat > /dev/null & while :; do echo; sleep 0.1; done",
+    ] {
+        let started = std::time::Instant::now();
+        let out = reward_check(cmd, &["--cases", "24", "--timeout", "0.5"]);
+        assert_eq!(
+            out.status.code(),
+            Some(1),
+            "{cmd}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert!(
+            started.elapsed() < std::time::Duration::from_secs(10),
+            "{cmd}"
+        );
+    }
+    // A reward that stops answering after a failing batch: the failures found so far are
+    // reported unshrunk with the timely failure (exit 1), not a protocol error.
+    let cmd = r#"sed -u -E 's/^\{"id":("[^"]*").*$/{"id":\1,"reward":1}/' | sed -u 30q; sleep 30"#;
+    let out = reward_check(cmd, &["--cases", "24", "--batch", "12", "--timeout", "1"]);
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(report["stopped_early"], true);
+    let names: Vec<&str> = report["failures"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| f["property"].as_str().unwrap())
+        .collect();
+    assert!(names.contains(&"timely") && names.len() > 1, "{names:?}");
 }
 
 #[test]
@@ -376,7 +418,7 @@ fn tool_use_rubric_rewards() {
                 .collect())
         }
     }
-    let report = check_tools(&source, &mut Rubric(&source), 48)
+    let report = check_tools(&source, &mut Rubric(&source), 48, 10)
         .unwrap()
         .unwrap();
     assert!(report.passed, "{:#?}", report.failures);
@@ -387,7 +429,9 @@ fn tool_use_rubric_rewards() {
     }
     // A planted bug: "the agent answered" as the reward ignores the rubric.
     let mut answered = Plain(|_: &str, _: &[String]| 1.0);
-    let report = check_tools(&source, &mut answered, 48).unwrap().unwrap();
+    let report = check_tools(&source, &mut answered, 48, 1000)
+        .unwrap()
+        .unwrap();
     let f = failure(&report, "forbidden_scores_zero");
     assert_eq!((f.got.as_f64(), f.rulegym), (Some(1.0), Some(0.0)));
     assert!(
