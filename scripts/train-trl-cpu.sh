@@ -3,8 +3,8 @@
 # packages into .venv-train (torch from PyPI pulls ~5 GB of CUDA libraries; nothing uses them),
 # then runs scripts/train-trl-cpu.py with the arguments given (see its --help):
 #   scripts/train-trl-cpu.sh --seed 1 --threads 2 --time-limit 4100   # single turn: ~90 min here
-#   scripts/train-trl-cpu.sh --env multi --prompts-per-step 2 --generations 4 --time-limit 3600 \
-#       --n-heldout 40 --out benchmarks/train-trl-cpu-multiturn.json
+#   scripts/train-trl-cpu.sh --env multi --prompts-per-step 2 --generations 4 --temperature 0.7 \
+#       --time-limit 3000 --n-heldout 40 --out benchmarks/train-trl-cpu-multiturn.json   # ~66 min
 # Writes benchmarks/train-trl-cpu.json, .log.jsonl and .svg (or the --out given).
 set -euo pipefail
 cd "$(dirname "$0")/.."
