@@ -74,31 +74,30 @@ def test_verl_search_r1_like_qa_em_treats_the_gold_list_as_alternatives():
     assert len(subset["input"]["answers"]) == 2 and subset["got"] == 1.0
 
 
-def test_cli_runs_a_python_reward_command(cli, tmp_path):
-    # rulegym's reward through its TRL signature, as a reward command in Python.
+def run_peer(cli, tmp_path, peer):
+    """`rulegym reward-check` on a scripts/reward-peer.py reward command: (process, report)."""
     out = tmp_path / "report.json"
-    cmd = f"{sys.executable} {REPO / 'scripts' / 'reward-peer.py'} rulegym-trl"
+    cmd = f"{sys.executable} {REPO / 'scripts' / 'reward-peer.py'} {peer}"
     proc = subprocess.run(
         [cli, "reward-check", "--cmd", cmd, "--seed", "5", "--trees", "8", "--cases", "600", "--out", str(out)],
         capture_output=True,
         text=True,
     )
+    return proc, (json.loads(out.read_text()) if out.exists() else None)
+
+
+def test_cli_runs_a_python_reward_command(cli, tmp_path):
+    # rulegym's reward through its TRL signature, as a reward command in Python.
+    proc, report = run_peer(cli, tmp_path, "rulegym-trl")
     assert proc.returncode == 0, proc.stderr
-    report = json.loads(out.read_text())
     assert report["passed"] and report["cases"] == 600
 
 
 def test_cli_reports_verl_peer_failures(cli, tmp_path):
     import_or_skip("verl")
-    out = tmp_path / "report.json"
-    cmd = f"{sys.executable} {REPO / 'scripts' / 'reward-peer.py'} verl-search-r1"
-    proc = subprocess.run(
-        [cli, "reward-check", "--cmd", cmd, "--seed", "5", "--trees", "8", "--cases", "600", "--out", str(out)],
-        capture_output=True,
-        text=True,
-    )
+    proc, report = run_peer(cli, tmp_path, "verl-search-r1")
     assert proc.returncode == 1, proc.stderr
-    assert "subset_below_one" in failed(json.loads(out.read_text()))
+    assert "subset_below_one" in failed(report)
 
 
 def test_hypothesis_strategies_drive_a_users_test():

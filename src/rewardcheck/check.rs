@@ -107,24 +107,48 @@ pub struct Report {
     pub failures: Vec<Failure>,
 }
 
-fn number(v: f64) -> serde_json::Value {
+impl Failure {
+    /// The `timely` failure of a reward that left input `line` (id `id`) unanswered for `secs`.
+    pub(super) fn timely(line: usize, id: &str, secs: f64) -> Failure {
+        Failure {
+            property: Property::Timely.name(),
+            input: serde_json::json!({"line": line, "id": id}),
+            expected: format!(
+                "an answer within {secs} s (does the command flush stdout after each line?)"
+            ),
+            got: serde_json::Value::String("no answer".into()),
+            base_got: None,
+            rulegym: None,
+        }
+    }
+}
+
+/// A reward as the report writes it (NaN and infinities as strings).
+pub(super) fn number(v: f64) -> serde_json::Value {
     serde_json::Number::from_f64(v)
         .map(serde_json::Value::Number)
         .unwrap_or_else(|| serde_json::Value::String(v.to_string()))
 }
 
-fn in_bounds(v: f64) -> bool {
+/// Whether a reward is a number in [0, 1].
+pub(super) fn in_bounds(v: f64) -> bool {
     (0.0..=1.0).contains(&v)
 }
 
+/// Whether two answers to the same line agree (two NaNs do).
+pub(super) fn same(a: f64, b: f64) -> bool {
+    a == b || (a.is_nan() && b.is_nan())
+}
+
 /// Sends inputs to the reward, counting lines over the whole run.
-struct Sender<'a> {
-    reward: &'a mut dyn RewardFn,
-    lines: usize,
+pub(super) struct Sender<'a> {
+    pub(super) reward: &'a mut dyn RewardFn,
+    pub(super) lines: usize,
 }
 
 impl Sender<'_> {
-    fn send(&mut self, inputs: &[RewardInput]) -> Result<Vec<f64>, RewardError> {
+    /// The rewards of `inputs`, one per input (a reward that answers another count is an error).
+    pub(super) fn send(&mut self, inputs: &[RewardInput]) -> Result<Vec<f64>, RewardError> {
         if inputs.is_empty() {
             return Ok(Vec::new());
         }
@@ -255,7 +279,7 @@ pub fn check(
             let case = b * config.batch + i;
             let (main, base) = mains[i];
             let dup = got[k + i];
-            if !(main == dup || (main.is_nan() && dup.is_nan())) {
+            if !same(main, dup) {
                 fails.push((Property::Deterministic, case, main, Some(dup)));
             }
             if let Some(bad) = [Some(main), base, Some(dup)]
@@ -337,16 +361,7 @@ pub fn check(
     }
     if let Some((line, id, secs)) = &stopped {
         failed.insert(Property::Timely, 1);
-        failures.push(Failure {
-            property: Property::Timely.name(),
-            input: serde_json::json!({"line": line, "id": id}),
-            expected: format!(
-                "an answer within {secs} s (does the command flush stdout after each line?)"
-            ),
-            got: serde_json::Value::String("no answer".into()),
-            base_got: None,
-            rulegym: None,
-        });
+        failures.push(Failure::timely(*line, id, *secs));
     }
     let properties = Property::ANSWER_REPORT
         .iter()

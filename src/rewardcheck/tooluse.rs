@@ -4,7 +4,7 @@
 //! without any question to the user, it scores below 1. Each trajectory is played in the
 //! tool-use environment (state-backed tools, rule-based user) and scored by rulegym's rubric.
 
-use super::check::{Failure, PropertyReport, Report};
+use super::check::{Failure, PropertyReport, Report, Sender, in_bounds, number, same};
 use super::{Property, RewardError, RewardFn, RewardInput};
 use crate::llm::ChatMessage;
 use crate::tooluse::rubric::{RubricScorer, ScoreConfig};
@@ -224,17 +224,12 @@ pub fn check_tools(
             worst.insert(p, (case, got, other));
         }
     };
+    let mut sender = Sender { reward, lines: 0 };
     let mut got = Vec::with_capacity(inputs.len());
     let mut stopped = None;
     for chunk in inputs.chunks(batch.max(1)) {
-        match reward.rewards(chunk, got.len() + 1) {
-            Ok(g) if g.len() == chunk.len() => got.extend(g),
-            Ok(g) => {
-                return Ok(Err(RewardError::Failed {
-                    line: got.len() + 1,
-                    message: format!("{} rewards for a batch of {} inputs", g.len(), chunk.len()),
-                }));
-            }
+        match sender.send(chunk) {
+            Ok(g) => got.extend(g),
             Err(RewardError::Timeout { line, id, secs }) => {
                 stopped = Some((line, id, secs));
                 break;
@@ -249,11 +244,11 @@ pub fn check_tools(
         for (i, c) in built.iter().enumerate() {
             let (main, dup) = (got[i], got[built.len() + i]);
             for v in [main, dup] {
-                if !(0.0..=1.0).contains(&v) {
+                if !in_bounds(v) {
                     note(Property::Bounded, i, v, None);
                 }
             }
-            if !(main == dup || (main.is_nan() && dup.is_nan())) {
+            if !same(main, dup) {
                 note(Property::Deterministic, i, main, Some(dup));
             }
             if !c.holds(main) {
@@ -265,11 +260,9 @@ pub fn check_tools(
         .iter()
         .map(|(&p, &(case, got, other))| {
             let c = &built[case];
-            let mut input = c.input(String::new()).fields;
-            input.remove("id");
             Failure {
                 property: p.name(),
-                input: serde_json::Value::Object(input),
+                input: serde_json::Value::Object(c.input(String::new()).fields),
                 expected: match p {
                     Property::Bounded => "in [0, 1]".to_owned(),
                     Property::Deterministic => {
@@ -277,16 +270,11 @@ pub fn check_tools(
                     }
                     _ => c.expectation().to_owned(),
                 },
-                got: {
-                    let v = if p == Property::Deterministic {
-                        other.unwrap_or(f64::NAN)
-                    } else {
-                        got
-                    };
-                    serde_json::Number::from_f64(v)
-                        .map(serde_json::Value::Number)
-                        .unwrap_or_else(|| v.to_string().into())
-                },
+                got: number(if p == Property::Deterministic {
+                    other.unwrap_or(f64::NAN)
+                } else {
+                    got
+                }),
                 base_got: None,
                 rulegym: Some(c.expected),
             }
@@ -294,16 +282,7 @@ pub fn check_tools(
         .collect();
     if let Some((line, id, secs)) = &stopped {
         failed.insert(Property::Timely, 1);
-        failures.push(Failure {
-            property: Property::Timely.name(),
-            input: json!({"line": line, "id": id}),
-            expected: format!(
-                "an answer within {secs} s (does the command flush stdout after each line?)"
-            ),
-            got: "no answer".into(),
-            base_got: None,
-            rulegym: None,
-        });
+        failures.push(Failure::timely(*line, id, *secs));
     }
     let properties = Property::TOOL_REPORT
         .iter()

@@ -207,6 +207,16 @@ fn exact_tag(text: &str) -> Option<String> {
     Some(text[start..end].to_owned())
 }
 
+/// The properties a CLI report lists as failed.
+fn failed_properties(report: &serde_json::Value) -> Vec<&str> {
+    report["failures"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| f["property"].as_str().unwrap())
+        .collect()
+}
+
 fn reward_check(cmd: &str, extra: &[&str]) -> std::process::Output {
     run(rulegym()
         .args(["reward-check", "--trees", "8", "--seed", "5", "--cmd", cmd])
@@ -257,12 +267,7 @@ fn cli_failing_property_exits_1_with_report_on_stdout() {
     );
     let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(report["passed"], false);
-    let names: Vec<&str> = report["failures"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|f| f["property"].as_str().unwrap())
-        .collect();
+    let names = failed_properties(&report);
     assert!(names.contains(&"wrong_scores_zero"), "{names:?}");
     for f in report["failures"].as_array().unwrap() {
         for key in ["property", "input", "expected", "got"] {
@@ -346,12 +351,7 @@ fn cli_stalled_command_fails_timely() {
     );
     let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(report["stopped_early"], true);
-    let names: Vec<&str> = report["failures"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|f| f["property"].as_str().unwrap())
-        .collect();
+    let names = failed_properties(&report);
     assert!(names.contains(&"timely") && names.len() > 1, "{names:?}");
 }
 
