@@ -44,6 +44,16 @@ if grep -qv '^\s*\(#\|$\)' scripts/test-requirements.txt 2>/dev/null; then
   export RULEGYM_TEST_PYTHON="$PWD/.venv-test/bin/python"
 fi
 
+# Venvs of their own for packages whose pins conflict with the test venv's mcp 2.3.0: openenv
+# 0.10 (its fastmcp needs mcp < 2; python/tests/test_openenv.py runs its clients there).
+# RULEGYM_SKIP_PYTHON=1 skips them with the Python tests.
+if [ -z "${RULEGYM_SKIP_PYTHON:-}" ]; then
+  echo "== installing openenv into .venv-openenv"
+  [ -x .venv-openenv/bin/python ] || "$PYTHON_BASE" -m venv .venv-openenv
+  .venv-openenv/bin/pip install -q -r scripts/openenv-requirements.txt
+  export RULEGYM_OPENENV_PYTHON="$PWD/.venv-openenv/bin/python"
+fi
+
 echo "== cargo test --release --all-features"
 cargo test --release --all-features "$@"
 

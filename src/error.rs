@@ -53,6 +53,10 @@ pub enum Error {
     #[cfg(feature = "mcp")]
     #[error(transparent)]
     Mcp(#[from] crate::mcp::McpError),
+    /// The OpenEnv server could not start, or a request named no task (feature `openenv`).
+    #[cfg(feature = "openenv")]
+    #[error(transparent)]
+    OpenEnv(#[from] crate::openenv::OpenEnvError),
     /// A worker thread panicked (a bug: please report it).
     #[error("a worker thread panicked during {0}")]
     ThreadPanicked(&'static str),

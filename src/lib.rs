@@ -25,6 +25,8 @@ pub mod io;
 pub mod llm;
 #[cfg(feature = "mcp")]
 pub mod mcp;
+#[cfg(feature = "openenv")]
+pub mod openenv;
 pub mod preset;
 pub mod question;
 pub mod relations;

@@ -143,6 +143,14 @@ impl<K: Eq + Hash + Clone, V: Clone> SessionTable<K, V> {
         }
     }
 
+    /// The value of a live session, recording activity on it (resets its idle clock).
+    pub fn get(&self, key: &K) -> Option<V> {
+        self.lock().get_mut(key).map(|e| {
+            e.seen = Instant::now();
+            e.value.clone()
+        })
+    }
+
     /// Forgets a session (it ended); false when it was not live.
     pub fn remove(&self, key: &K) -> bool {
         let removed = self.lock().remove(key).is_some();
@@ -237,6 +245,90 @@ where
             }
         })
     }
+}
+
+/// Bounds on the connections of an HTTP server ([`serve_connections`]).
+#[cfg(feature = "server")]
+#[derive(Clone, Debug)]
+pub struct ConnectionLimits {
+    /// Connections at once (beyond: 503 and close), their idle timeout and longest life.
+    pub sessions: SessionLimits,
+    /// Time for a request's headers to arrive.
+    pub header_timeout: Duration,
+    /// Time a connection closed by the reaper gets to finish its request in flight.
+    pub drain_timeout: Duration,
+}
+
+/// Serves `app` on `listener` until the process ends, one HTTP/1 connection per task (with
+/// upgrades, for WebSockets) under `limits`: beyond the connection cap a connection is
+/// answered 503 and closed; idle and over-age connections are closed by the reaper; headers
+/// must arrive within the header timeout.
+#[cfg(feature = "server")]
+pub async fn serve_connections(
+    listener: tokio::net::TcpListener,
+    app: axum::Router,
+    limits: ConnectionLimits,
+) -> Result<(), SessionError> {
+    use tokio::sync::Notify;
+    // One entry per connection, with the signal that closes it; the reaper fires it when the
+    // connection has been idle too long or has lived too long.
+    let table: Arc<SessionTable<u64, Arc<Notify>>> =
+        Arc::new(SessionTable::new(limits.sessions.clone())?);
+    let _reaper = table.spawn_reaper(|_, close: Arc<Notify>| async move { close.notify_one() });
+    let mut next_id = 0u64;
+    loop {
+        let stream = match listener.accept().await {
+            Ok((stream, _)) => stream,
+            Err(_) => {
+                // Out of file descriptors or a reset before accept: back off, keep serving.
+                tokio::time::sleep(Duration::from_millis(20)).await;
+                continue;
+            }
+        };
+        next_id += 1;
+        let id = next_id;
+        let close = Arc::new(Notify::new());
+        if table.admit(id, close.clone()).is_err() {
+            tokio::spawn(refuse(stream));
+            continue;
+        }
+        let (app, limits, table) = (app.clone(), limits.clone(), table.clone());
+        tokio::spawn(async move {
+            use hyper::service::Service as _;
+            let inner = hyper_util::service::TowerToHyperService::new(app);
+            let seen = table.clone();
+            let service = hyper::service::service_fn(move |req| {
+                seen.touch(&id);
+                inner.call(req)
+            });
+            let mut builder = hyper::server::conn::http1::Builder::new();
+            builder
+                .timer(hyper_util::rt::TokioTimer::new())
+                .header_read_timeout(limits.header_timeout);
+            let conn = builder
+                .serve_connection(hyper_util::rt::TokioIo::new(stream), service)
+                .with_upgrades();
+            tokio::pin!(conn);
+            tokio::select! {
+                _ = conn.as_mut() => {}
+                _ = close.notified() => {
+                    conn.as_mut().graceful_shutdown();
+                    let _ = tokio::time::timeout(limits.drain_timeout, conn).await;
+                }
+            }
+            table.remove(&id);
+        });
+    }
+}
+
+/// Answers a connection beyond the limit with 503 and closes it (never waits on the client).
+#[cfg(feature = "server")]
+async fn refuse(mut stream: tokio::net::TcpStream) {
+    use tokio::io::AsyncWriteExt;
+    const BUSY: &[u8] = b"HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\n\
+        Content-Length: 39\r\nRetry-After: 1\r\nConnection: close\r\n\r\n\
+        {\"error\":\"too many connections, retry\"}";
+    let _ = tokio::time::timeout(Duration::from_secs(1), stream.write_all(BUSY)).await;
 }
 
 /// Hands memory the allocator holds but no longer uses back to the system (glibc only; a

@@ -26,27 +26,9 @@ pub struct Args {
     /// The task id within --tasks (optional when the file holds one task).
     #[arg(long, conflicts_with = "dataset")]
     task: Option<String>,
-    /// A directory of mappings (`<id>.json`) that seeds the task's mapping-simulated tools
-    /// [default: `mappings/` beside the task file, if present]. Without --sim-endpoint a call
-    /// the mapping lacks gets a tool error.
-    #[arg(long, conflicts_with = "dataset")]
-    seed_mappings: Option<PathBuf>,
-    /// OpenAI-compatible endpoint of the simulator LLM (tools the mapping lacks, and the LLM
-    /// user); needs --record.
-    #[arg(long, conflicts_with = "dataset", requires = "record")]
-    sim_endpoint: Option<String>,
-    /// Simulator model.
-    #[arg(long, default_value = "simulator", conflicts_with = "dataset")]
-    sim_model: String,
-    /// User simulator behind `ask_user`: rule or llm (needs --sim-endpoint).
-    #[arg(long, default_value = "rule", conflicts_with = "dataset")]
-    user: String,
-    /// Directory where the simulated world is recorded (mappings/, llm-cache/).
-    #[arg(long, conflicts_with = "dataset")]
-    record: Option<PathBuf>,
-    /// Only replay the world recorded in --record (no network).
-    #[arg(long, conflicts_with = "dataset", requires = "record")]
-    replay_only: bool,
+    /// Simulation of the task (mappings, simulator LLM, user).
+    #[command(flatten)]
+    simulation: super::SimulationArgs,
     /// Agent turns per tool-use episode (a task's max_turns overrides it).
     #[arg(long, default_value_t = 16)]
     max_turns: u32,
@@ -87,15 +69,7 @@ pub fn run(args: Args) -> Result<()> {
         (None, Some(tasks)) => TaskWorld::load(
             tasks,
             args.task.as_deref(),
-            crate::tooluse::simulation::SimulationConfig {
-                endpoint: args.sim_endpoint.clone(),
-                model: args.sim_model.clone(),
-                user: args.user.parse().map_err(crate::Error::Config)?,
-                dir: args.record.clone(),
-                seed_mappings: args.seed_mappings.clone(),
-                replay_only: args.replay_only,
-                ..Default::default()
-            },
+            args.simulation.config()?,
             ToolEnvConfig {
                 max_turns: args.max_turns,
                 ..ToolEnvConfig::default()

@@ -9,6 +9,7 @@ mod generate;
 mod grpo;
 mod index;
 mod mcp;
+mod openenv;
 mod oracle;
 mod phantomwiki;
 pub(crate) mod questions;
@@ -58,6 +59,8 @@ enum Command {
     Serve(serve::Args),
     /// Serve a dataset's search tools or a tool-use task to MCP clients (stdio or HTTP).
     Mcp(mcp::Args),
+    /// Serve a dataset's search environment, or tool-use tasks, over OpenEnv's protocol.
+    Openenv(openenv::Args),
     /// Tool-use tasks: score a conversation against its rubric, or play an agent through tasks.
     Tools(tools::Args),
     /// Synthesize tool-use tasks with an LLM (SynthAgent pipeline, record/replay cache).
@@ -89,6 +92,7 @@ pub fn main() -> ExitCode {
         Command::Search(args) => search::run(args),
         Command::Serve(args) => serve::run(args),
         Command::Mcp(args) => mcp::run(args),
+        Command::Openenv(args) => openenv::run(args),
         Command::Tools(args) => tools::run(args),
         Command::Synth(args) => synth::run(args),
     };
@@ -137,5 +141,46 @@ impl SessionArgs {
         };
         limits.validate()?;
         Ok(limits)
+    }
+}
+
+/// How a served tool-use task is simulated (`rulegym mcp --tasks`, `rulegym openenv --tasks`).
+#[derive(clap::Args, Debug)]
+pub(crate) struct SimulationArgs {
+    /// A directory of mappings (`<id>.json`) that seeds the task's mapping-simulated tools
+    /// [default: `mappings/` beside the task file, if present]. Without --sim-endpoint a call
+    /// the mapping lacks gets a tool error.
+    #[arg(long, conflicts_with = "dataset")]
+    seed_mappings: Option<std::path::PathBuf>,
+    /// OpenAI-compatible endpoint of the simulator LLM (tools the mapping lacks, and the LLM
+    /// user); needs --record.
+    #[arg(long, conflicts_with = "dataset", requires = "record")]
+    sim_endpoint: Option<String>,
+    /// Simulator model.
+    #[arg(long, default_value = "simulator", conflicts_with = "dataset")]
+    sim_model: String,
+    /// User simulator behind `ask_user`: rule or llm (needs --sim-endpoint).
+    #[arg(long, default_value = "rule", conflicts_with = "dataset")]
+    user: String,
+    /// Directory where the simulated world is recorded (mappings/, llm-cache/).
+    #[arg(long, conflicts_with = "dataset")]
+    record: Option<std::path::PathBuf>,
+    /// Only replay the world recorded in --record (no network).
+    #[arg(long, conflicts_with = "dataset", requires = "record")]
+    replay_only: bool,
+}
+
+impl SimulationArgs {
+    /// The simulation these flags ask for.
+    pub(crate) fn config(&self) -> crate::Result<crate::tooluse::simulation::SimulationConfig> {
+        Ok(crate::tooluse::simulation::SimulationConfig {
+            endpoint: self.sim_endpoint.clone(),
+            model: self.sim_model.clone(),
+            user: self.user.parse().map_err(crate::Error::Config)?,
+            dir: self.record.clone(),
+            seed_mappings: self.seed_mappings.clone(),
+            replay_only: self.replay_only,
+            ..Default::default()
+        })
     }
 }

@@ -15,6 +15,22 @@ pub mod tokens;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
+/// Markup the environments parse out of assistant text (the search environment's tags, the
+/// tool-use environment's blocks and stop markers): text that a tool call passes into an
+/// episode may not contain it, or one argument could act as another action.
+pub const PROTOCOL_MARKERS: [&str; 10] = [
+    "<search>",
+    "</search>",
+    "<answer>",
+    "</answer>",
+    "<question>",
+    "</question>",
+    "<tool_call>",
+    "</tool_call>",
+    "###STOP",
+    "###TRANSFER_TO_HUMAN",
+];
+
 /// A chat message (OpenAI shape: `role` and `content`).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Message {

@@ -267,19 +267,12 @@ fn in_range(field: &'static str, got: usize, min: usize, max: usize) -> Result<(
     Ok(())
 }
 
-/// Protocol markup the tool-use environment parses out of assistant text.
-const MARKERS: [&str; 6] = [
-    "<tool_call>",
-    "</tool_call>",
-    "<answer>",
-    "</answer>",
-    "###STOP",
-    "###TRANSFER_TO_HUMAN",
-];
-
 fn plain(field: &'static str, text: &str) -> Result<(), ToolError> {
     bounded(field, text)?;
-    match MARKERS.iter().find(|m| text.contains(*m)) {
+    match crate::env::PROTOCOL_MARKERS
+        .iter()
+        .find(|m| text.contains(*m))
+    {
         Some(marker) => Err(ToolError::ProtocolText { field, marker }),
         None => Ok(()),
     }

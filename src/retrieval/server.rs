@@ -24,7 +24,7 @@
 use super::RetrievalError;
 use super::index_file::SearchIndex;
 use super::topk::Hit;
-use crate::sessions::{SessionLimits, SessionTable};
+use crate::sessions::SessionLimits;
 use axum::Router;
 use axum::body::Body;
 use axum::extract::State;
@@ -35,8 +35,7 @@ use serde::Serialize;
 use std::sync::Arc;
 use std::sync::mpsc;
 use std::time::Duration;
-use tokio::io::AsyncWriteExt;
-use tokio::sync::{Notify, oneshot};
+use tokio::sync::oneshot;
 
 /// Server settings and resource bounds.
 #[derive(Clone, Debug)]
@@ -187,64 +186,15 @@ pub async fn serve(
     index: Arc<SearchIndex>,
     cfg: ServerConfig,
 ) -> Result<(), RetrievalError> {
-    let app = router(index, cfg.clone())?;
-    // One entry per connection, with the signal that closes it; the reaper fires it when the
-    // connection has been idle too long or has lived too long.
-    let table: Arc<SessionTable<u64, Arc<Notify>>> = Arc::new(
-        SessionTable::new(cfg.sessions.clone())
-            .map_err(|e| RetrievalError::Config(e.to_string()))?,
-    );
-    let _reaper = table.spawn_reaper(|_, close: Arc<Notify>| async move { close.notify_one() });
-    let mut next_id = 0u64;
-    loop {
-        let stream = match listener.accept().await {
-            Ok((stream, _)) => stream,
-            Err(_) => {
-                // Out of file descriptors or a reset before accept: back off, keep serving.
-                tokio::time::sleep(Duration::from_millis(20)).await;
-                continue;
-            }
-        };
-        next_id += 1;
-        let id = next_id;
-        let close = Arc::new(Notify::new());
-        if table.admit(id, close.clone()).is_err() {
-            tokio::spawn(refuse(stream));
-            continue;
-        }
-        let (app, cfg, table) = (app.clone(), cfg.clone(), table.clone());
-        tokio::spawn(async move {
-            use hyper::service::Service as _;
-            let inner = hyper_util::service::TowerToHyperService::new(app);
-            let seen = table.clone();
-            let service = hyper::service::service_fn(move |req| {
-                seen.touch(&id);
-                inner.call(req)
-            });
-            let mut builder = hyper::server::conn::http1::Builder::new();
-            builder
-                .timer(hyper_util::rt::TokioTimer::new())
-                .header_read_timeout(cfg.header_timeout);
-            let conn = builder.serve_connection(hyper_util::rt::TokioIo::new(stream), service);
-            tokio::pin!(conn);
-            tokio::select! {
-                _ = conn.as_mut() => {}
-                _ = close.notified() => {
-                    conn.as_mut().graceful_shutdown();
-                    let _ = tokio::time::timeout(cfg.body_timeout, conn).await;
-                }
-            }
-            table.remove(&id);
-        });
-    }
-}
-
-/// Answers a connection beyond the limit with 503 and closes it (never waits on the client).
-async fn refuse(mut stream: tokio::net::TcpStream) {
-    const BUSY: &[u8] = b"HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\n\
-        Content-Length: 39\r\nRetry-After: 1\r\nConnection: close\r\n\r\n\
-        {\"error\":\"too many connections, retry\"}";
-    let _ = tokio::time::timeout(Duration::from_secs(1), stream.write_all(BUSY)).await;
+    let limits = crate::sessions::ConnectionLimits {
+        sessions: cfg.sessions.clone(),
+        header_timeout: cfg.header_timeout,
+        drain_timeout: cfg.body_timeout,
+    };
+    let app = router(index, cfg)?;
+    crate::sessions::serve_connections(listener, app, limits)
+        .await
+        .map_err(|e| RetrievalError::Config(e.to_string()))
 }
 
 fn bad_request(msg: impl Into<String>) -> Response {

@@ -375,6 +375,11 @@ impl ToolEnv {
         self
     }
 
+    /// The task being played.
+    pub fn task(&self) -> &CompiledTask {
+        &self.world
+    }
+
     /// The conversation so far (OpenAI messages, including the prompt).
     pub fn transcript(&self) -> &[ChatMessage] {
         &self.transcript
