@@ -52,6 +52,12 @@ if [ -z "${RULEGYM_SKIP_PYTHON:-}" ]; then
   [ -x .venv-openenv/bin/python ] || "$PYTHON_BASE" -m venv .venv-openenv
   .venv-openenv/bin/pip install -q -r scripts/openenv-requirements.txt
   export RULEGYM_OPENENV_PYTHON="$PWD/.venv-openenv/bin/python"
+  # verifiers 0.4 (pins mcp==2.0.0): python/tests/test_verifiers.py runs its loader, serving and
+  # scoring there, with the rulegym wheel (installed below, once it is built).
+  echo "== installing verifiers into .venv-verifiers"
+  [ -x .venv-verifiers/bin/python ] || "$PYTHON_BASE" -m venv .venv-verifiers
+  .venv-verifiers/bin/pip install -q -r scripts/verifiers-requirements.txt
+  export RULEGYM_VERIFIERS_PYTHON="$PWD/.venv-verifiers/bin/python"
 fi
 
 echo "== cargo test --release --all-features"
@@ -68,6 +74,7 @@ if [ -z "${RULEGYM_SKIP_PYTHON:-}" ]; then
   .venv-test/bin/maturin build --release --strip -m python/Cargo.toml \
     -i .venv-test/bin/python -o target/wheels
   .venv-test/bin/pip install -q --force-reinstall --no-deps target/wheels/rulegym-*.whl
+  .venv-verifiers/bin/pip install -q --force-reinstall --no-deps target/wheels/rulegym-*.whl
   RULEGYM_BIN="${CARGO_TARGET_DIR:-$PWD/target}/release/rulegym" RULEGYM_WHEEL="$(ls target/wheels/rulegym-*.whl)" \
     .venv-test/bin/python -m pytest python/tests -q -rs
 fi

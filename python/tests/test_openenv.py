@@ -189,3 +189,24 @@ def test_bad_flags_are_errors(cli, tmp_path):
     res = subprocess.run([cli, "openenv", "--tasks", str(TRIP), "--call-timeout", "0", "--port", "0"],
                          capture_output=True, text=True, timeout=60)
     assert res.returncode != 0 and "--call-timeout" in res.stderr, res.stderr
+
+
+def doc_block(lang, marker):
+    """The one ```lang block of docs/protocols.md that contains marker."""
+    text = (REPO / "docs" / "protocols.md").read_text()
+    found = [b for b in re.findall(rf"```{lang}\n(.*?)```", text, re.S) if marker in b]
+    assert len(found) == 1, (marker, len(found))
+    return found[0]
+
+
+def test_protocols_doc_openenv_block(cli, tmp_path, openenv_python):
+    """docs/protocols.md: the shell block's generate line and the client block, as written."""
+    sh = doc_block("sh", "rulegym openenv --dataset data")
+    generate = next(l for l in sh.splitlines() if l.startswith("rulegym generate"))
+    subprocess.run([cli, *generate.split()[1:]], cwd=tmp_path, check=True, capture_output=True)
+    code = doc_block("python", "GenericEnvClient")
+    with Server(cli, ["--dataset", str(tmp_path / "data")]) as server:
+        res = subprocess.run([openenv_python, "-c", code], capture_output=True, text=True, timeout=300,
+                             env=dict(os.environ, OPENENV_URL=server.url))
+    assert res.returncode == 0, res.stderr[-4000:]
+    assert res.stdout.strip().splitlines()[-1] == "reward 0.0 done True", res.stdout
