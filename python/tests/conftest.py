@@ -6,6 +6,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import json
+
 import pytest
 
 import rulegym
@@ -65,3 +67,32 @@ def run_cli(cli, *args, stdin=None):
     res = subprocess.run([cli, *args], input=stdin, capture_output=True, text=True, timeout=600)
     assert res.returncode == 0, res.stderr
     return res.stdout
+
+
+#: The trip task fixture (tools search_flights, book_flight, get_booking, refund_booking).
+TRIP = REPO / "tests" / "fixtures" / "tools" / "trip.json"
+#: What its one mapping-simulated tool answers in the mapping of :func:`trip_task_dir`.
+FLIGHTS = {"flights": [{"flight_id": "OS123", "price": 120}, {"flight_id": "OS456", "price": 180}]}
+
+
+def trip_task_dir(tmp_path):
+    """The trip task with a mapping for its one mapping-simulated tool (search_flights)."""
+    import shutil
+
+    shutil.copy(TRIP, tmp_path / "trip.json")
+    (tmp_path / "mappings").mkdir()
+    entry = {
+        "tool": "search_flights",
+        "args": json.dumps({"date": "2024-06-03", "destination": "Oslo"}, separators=(",", ":")),
+        "response": FLIGHTS,
+    }
+    (tmp_path / "mappings" / "trip-oslo-1.json").write_text(
+        json.dumps({"task": "trip-oslo-1", "entries": [entry]})
+    )
+    return tmp_path / "trip.json"
+
+
+def unrelated_person(people, gold):
+    """A person's name sharing no word with any gold answer (token-level F1 0 against it)."""
+    words = {w.lower() for g in gold for w in g.split()}
+    return next(p for p in people if not words & {w.lower() for w in p.split()})

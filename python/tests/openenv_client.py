@@ -111,8 +111,14 @@ async def search_async(base, spec):
         a = (await env.reset(seed=5)).observation["question_id"]
         b = (await env.reset(seed=5)).observation["question_id"]
         assert a == b
-        v = (await env.reset(split="val", index=0)).observation
-        assert v["split"] == "val"
+        for split in spec["splits"]:
+            v = (await env.reset(split=split, index=0)).observation
+            assert v["split"] == split, v
+        try:
+            await env.reset(split="nope")
+            raise AssertionError("an unknown split was accepted")
+        except RuntimeError as e:
+            assert "nope" in str(e), e
 
     # Every scored answer, in its own episode (the caller compares with `rulegym score`).
     out["scored"] = []
@@ -163,7 +169,7 @@ def task_api(base, spec):
     name = spec["env_name"]
     assert get(base, "/list_environments") == [name]
     splits = get(base, f"/{name}/splits")
-    assert {"name": "train", "type": "train"} in splits, splits
+    assert [s["name"] for s in splits] == spec["splits"] and {"name": "train", "type": "train"} in splits, splits
     status, n = post(base, f"/{name}/num_tasks", {"split": "train"})
     assert status == 200 and n["num_tasks"] == spec["num_train"], n
     status, t = post(base, f"/{name}/task", {"split": "train", "index": 0})

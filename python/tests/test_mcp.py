@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import REPO, import_or_skip
+from conftest import FLIGHTS, REPO, TRIP, import_or_skip, trip_task_dir
 
 anyio = import_or_skip("anyio")
 mcp = import_or_skip("mcp")
@@ -22,8 +22,6 @@ from mcp.client.streamable_http import streamable_http_client  # noqa: E402
 from mcp.shared.exceptions import MCPError  # noqa: E402
 
 TRANSPORTS = ["stdio", "http"]
-TRIP = REPO / "tests" / "fixtures" / "tools" / "trip.json"
-FLIGHTS = {"flights": [{"flight_id": "OS123", "price": 120}, {"flight_id": "OS456", "price": 180}]}
 
 
 @contextlib.asynccontextmanager
@@ -183,21 +181,6 @@ def test_scored_question(cli, dataset, transport):
                 assert r.structured_content["score"] < 1.0
 
     run(body)
-
-
-def trip_task_dir(tmp_path):
-    """The trip task with a mapping for its one mapping-simulated tool (search_flights)."""
-    shutil.copy(TRIP, tmp_path / "trip.json")
-    (tmp_path / "mappings").mkdir()
-    entry = {
-        "tool": "search_flights",
-        "args": json.dumps({"date": "2024-06-03", "destination": "Oslo"}, separators=(",", ":")),
-        "response": FLIGHTS,
-    }
-    (tmp_path / "mappings" / "trip-oslo-1.json").write_text(
-        json.dumps({"task": "trip-oslo-1", "entries": [entry]})
-    )
-    return tmp_path / "trip.json"
 
 
 @pytest.mark.parametrize("transport", TRANSPORTS)

@@ -9,18 +9,15 @@ with rulegym's own tool-use environment."""
 import json
 import os
 import re
-import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
-from conftest import REPO, skip_loudly
+from conftest import FLIGHTS, REPO, TRIP, skip_loudly, trip_task_dir, unrelated_person
 
 CLIENT = Path(__file__).with_name("openenv_client.py")
-TRIP = REPO / "tests" / "fixtures" / "tools" / "trip.json"
-FLIGHTS = {"flights": [{"flight_id": "OS123", "price": 120}, {"flight_id": "OS456", "price": 180}]}
 
 
 @pytest.fixture(scope="module")
@@ -79,7 +76,7 @@ def search_spec(dataset):
     answers = []
     for q in multi + single:
         gold = q["answers"]
-        wrong = next(p for p in people if p not in gold)
+        wrong = unrelated_person(people, gold)
         answers += [
             {"id": q["id"], "answers": gold, "prediction": ", ".join(gold)},
             {"id": q["id"], "answers": gold, "prediction": ", ".join(reversed(gold)).upper()},
@@ -90,16 +87,17 @@ def search_spec(dataset):
         ]
     concurrent = []
     for i, q in enumerate(train[:32]):
-        wrong = next(p for p in people if p not in q["answers"])
+        wrong = unrelated_person(people, q["answers"])
         concurrent.append({"id": q["id"], "answers": q["answers"],
                            "prediction": ", ".join(q["answers"]) if i % 2 == 0 else wrong})
     return {
         "questions": [{"id": q["id"], "question": q["question"], "answers": q["answers"]} for q in train[:3]],
         "person": people[0],
-        "wrong": next(p for p in people if p not in train[2]["answers"]),
+        "wrong": unrelated_person(people, train[2]["answers"]),
         "answers": answers,
         "concurrent": concurrent,
         "max_turns": 10,
+        "splits": list(dict.fromkeys(q["split"] for q in questions)),
         "env_name": "rulegym_search",
         "num_train": len(train),
         "first_train": train[0]["id"],
@@ -121,17 +119,6 @@ def test_search_environment_over_openenv(cli, dataset, openenv_python):
     assert [c["reward"] for c in seen["concurrent"]] == rulegym_score(cli, seen["concurrent"])
     assert [c["reward"] for c in seen["concurrent"]] == [1.0 if i % 2 == 0 else 0.0 for i in range(32)]
     assert seen["mcp_async"] == 1.0 and seen["sync_gold"] == 1.0
-
-
-def trip_task_dir(tmp_path):
-    """The trip task with a mapping for its mapping-simulated tool (search_flights)."""
-    shutil.copy(TRIP, tmp_path / "trip.json")
-    (tmp_path / "mappings").mkdir()
-    entry = {"tool": "search_flights",
-             "args": json.dumps({"date": "2024-06-03", "destination": "Oslo"}, separators=(",", ":")),
-             "response": FLIGHTS}
-    (tmp_path / "mappings" / "trip-oslo-1.json").write_text(json.dumps([entry]))
-    return tmp_path / "trip.json"
 
 
 def test_tool_use_task_over_openenv(cli, tmp_path, openenv_python):
@@ -176,7 +163,7 @@ def test_openenv_validate(cli, dataset, openenv_python):
     """`openenv validate --url` against the running server (OpenAPI version, health, metadata,
     schema, JSON-RPC /mcp, mode contract) and `--level static` on the package directory."""
     cli_path = str(Path(openenv_python).with_name("openenv"))
-    package = REPO / "openenv"
+    package = REPO / "deploy" / "openenv"
     with Server(cli, ["--dataset", str(dataset["dir"]), "--index", str(dataset["index"])]) as server:
         seen = client(openenv_python, "validate", server.url, {"openenv_cli": cli_path, "package": str(package)})
     assert seen["mode"] == "simulation", seen
@@ -207,6 +194,6 @@ def test_protocols_doc_openenv_block(cli, tmp_path, openenv_python):
     code = doc_block("python", "GenericEnvClient")
     with Server(cli, ["--dataset", str(tmp_path / "data")]) as server:
         res = subprocess.run([openenv_python, "-c", code], capture_output=True, text=True, timeout=300,
-                             env=dict(os.environ, OPENENV_URL=server.url))
+                             cwd=tmp_path, env=dict(os.environ, OPENENV_URL=server.url))
     assert res.returncode == 0, res.stderr[-4000:]
     assert res.stdout.strip().splitlines()[-1] == "reward 0.0 done True", res.stdout

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import skip_loudly
+from conftest import TRIP, skip_loudly, trip_task_dir, unrelated_person
 
 DRIVER = Path(__file__).with_name("verifiers_driver.py")
 
@@ -39,12 +39,12 @@ def test_search_taskset_in_verifiers(cli, dataset, verifiers_python):
     questions = [json.loads(l) for l in (dataset["dir"] / "questions.jsonl").read_text().splitlines()]
     train = [q for q in questions if q["split"] == "train"]
     people = [json.loads(l)["name"] for l in (dataset["dir"] / "people.jsonl").read_text().splitlines()]
-    multi = next(q for q in train if len(q["answers"]) > 1)
+    multi = next(q for q in train[3:] if len(q["answers"]) > 1)
     picked = [train[0], train[1], train[2], multi]
     script, expected = {}, {}
     for i, q in enumerate(picked):
         gold = ", ".join(q["answers"])
-        wrong = next(p for p in people if p not in q["answers"])
+        wrong = unrelated_person(people, q["answers"])
         answer = [gold, wrong, None, q["answers"][0]][i]
         turns = [["search", {"query": q["question"][:120]}],
                  ["get_article", {"title": people[0]}]]
@@ -122,3 +122,33 @@ def test_protocols_doc_verifiers_block(cli, tmp_path, verifiers_python):
                          timeout=600)
     assert res.returncode == 0, res.stderr[-4000:]
     assert "questions; first: base-" in res.stdout, res.stdout
+
+
+def test_tool_use_taskset_in_verifiers(tmp_path, verifiers_python):
+    """`rulegym-tools-v1`: the trip task played through verifiers (a tool server per rollout
+    with the task's own tools, ask_user and finish); the reward is the rubric score that
+    rulegym's own tool-use environment gives the same calls."""
+    import rulegym.trl as rt
+
+    trip = json.loads(TRIP.read_text())
+    trip_task_dir(tmp_path)
+    calls = [
+        ["ask_user", {"question": "Where are you going?"}],
+        ["ask_user", {"question": "On which date do you fly?"}],
+        ["search_flights", {"destination": "Oslo", "date": "2024-06-03"}],
+        ["book_flight", {"flight_id": "OS123", "date": "2024-06-03"}],
+        ["finish", {"summary": "Your flight OS123 is booked."}],
+    ]
+    spec = {"taskset": {"id": "rulegym-tools-v1", "tasks": str(tmp_path / "trip.json")},
+            "script": {trip["instruction"]: [*calls, "Your flight OS123 is booked."]}}
+    (trace,) = drive(verifiers_python, spec)
+    assert trace["ok"] and not trace["errors"], trace
+    assert sorted(trace["tools"]) == sorted([t["name"] for t in trip["tools"]] + ["ask_user", "finish"]), trace
+    assert trace["metrics"]["finished"] == 1.0 and trace["metrics"]["tool_calls"] == 5.0, trace
+    env_cls = next(iter(rt.tool_environments([{"environment": "trip", "task": trip}],
+                                             simulation={"seed_mappings": str(tmp_path / "mappings")}).values()))
+    env = env_cls()
+    env.reset(task=trip)
+    for name, args in calls:
+        getattr(env, name)(**args)
+    assert trace["reward"] == trace["rewards"]["rubric"]["score"] == env.get_reward() == 1.0, trace

@@ -97,10 +97,10 @@ async def run(spec, port):
     for ep in episodes:
         for tr in ep.traces:
             print(json.dumps({
-                "key": tr.task.key, "question": tr.task.data.question, "reward": tr.reward, "ok": tr.ok,
+                "key": tr.task.key, "reward": tr.reward, "ok": tr.ok,
                 "rewards": {k: v and v.model_dump() for k, v in tr.rewards.items()},
                 "metrics": tr.metrics, "errors": [e.message[:500] for e in tr.errors],
-                "tools": [t.name for t in tr.tools], "answer": tr.state.answer,
+                "tools": [t.name for t in tr.tools], "answer": getattr(tr.state, "answer", None),
             }, default=str), flush=True)
 
 
