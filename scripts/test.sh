@@ -17,8 +17,8 @@ if [ -n "$missing" ]; then
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends $missing
 fi
 
-# The test venv uses Python 3.12 where there is one: skyrl 0.3.0's generator imports only on
-# 3.12+ (pydantic rejects typing.TypedDict below 3.12), so on 3.11 its test skips.
+# The test venv uses Python 3.12 where there is one: skyrl 0.4.0 requires 3.12+ and verl 0.9.1
+# below 3.13.
 # (pyenv's python3.12 shim fails unless 3.12 is selected, so each candidate is tried.)
 PYTHON_BASE="${RULEGYM_TEST_PYTHON_BASE:-}"
 if [ -z "$PYTHON_BASE" ]; then
@@ -41,6 +41,7 @@ if grep -qv '^\s*\(#\|$\)' scripts/test-requirements.txt 2>/dev/null; then
   echo "== installing Python test requirements into .venv-test (Python $want_version)"
   [ -x .venv-test/bin/python ] || "$PYTHON_BASE" -m venv .venv-test
   .venv-test/bin/pip install -q -r scripts/test-requirements.txt
+  .venv-test/bin/pip install -q --no-deps -r scripts/test-requirements-nodeps.txt
   export RULEGYM_TEST_PYTHON="$PWD/.venv-test/bin/python"
 fi
 
@@ -70,6 +71,7 @@ if [ -z "${RULEGYM_SKIP_PYTHON:-}" ]; then
   echo "== Python package: maturin build, pytest python/tests"
   [ -x .venv-test/bin/python ] || "$PYTHON_BASE" -m venv .venv-test
   .venv-test/bin/pip install -q -r scripts/test-requirements.txt
+  .venv-test/bin/pip install -q --no-deps -r scripts/test-requirements-nodeps.txt
   rm -f target/wheels/rulegym-*.whl
   .venv-test/bin/maturin build --release --strip -m python/Cargo.toml \
     -i .venv-test/bin/python -o target/wheels

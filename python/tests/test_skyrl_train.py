@@ -1,4 +1,4 @@
-"""rulegym's SkyRL environments in SkyRL's own trainer code (the `skyrl` 0.3.0 wheel from PyPI:
+"""rulegym's SkyRL environments in SkyRL's own trainer code (the `skyrl` 0.4.0 wheel from PyPI:
 ``skyrl.train``), not only through ``skyrl_gym.make``.
 
 * SkyRL's typed config (``SkyRLGymConfig``) rejects an ``environment.skyrl_gym.rulegym-search-v1``
@@ -31,9 +31,8 @@ def skyrl_config():
 
 @pytest.fixture(scope="module")
 def skyrl_train():
-    """SkyRL's generator. On Python 3.11 skyrl 0.3.0's generator does not import (pydantic
-    rejects its typing.TypedDict below Python 3.12, although the wheel declares >= 3.11):
-    the test is then skipped with that error, loudly."""
+    """SkyRL's generator. skyrl 0.4.0 requires Python >= 3.12 (pip does not install it on
+    3.11): the test is then skipped with the import error, loudly (a failure under CI)."""
     import_or_skip("skyrl.train.generators.skyrl_gym_generator")
     import rulegym.skyrl as rs
 
@@ -56,7 +55,8 @@ class ScriptedEngine:
         text = self.turns.pop(0) if self.turns else "I give up."
         ids = self.tokenizer.encode(text + "<|im_end|>", add_special_tokens=False)
         return {"responses": [text], "response_ids": [ids], "stop_reasons": ["stop"],
-                "response_logprobs": None, "prompt_logprobs": None, "rollout_expert_indices": None}
+                "response_logprobs": None, "prompt_logprobs": None, "rollout_expert_indices": None,
+                "rollout_sample_support": None}
 
     async def finish_session(self, session_id):
         """Session-aware routing has nothing to release here."""
