@@ -66,6 +66,9 @@ pub enum OpenEnvError {
         /// The split's size.
         len: usize,
     },
+    /// A task request without its `index`.
+    #[error("the request needs \"index\"")]
+    MissingIndex,
     /// Binding or serving failed.
     #[error("{context}: {message}")]
     Transport {

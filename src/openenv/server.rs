@@ -679,29 +679,6 @@ async fn list_environments(State(app): State<Arc<App>>) -> Json<Value> {
     Json(json!([app.world.name]))
 }
 
-fn check_env(app: &App, env: &str) -> Result<(), Response> {
-    if env.eq_ignore_ascii_case(&app.world.name) {
-        Ok(())
-    } else {
-        Err(http_error(
-            StatusCode::NOT_FOUND,
-            format!(
-                "unknown environment {env:?} (this server has {:?})",
-                app.world.name
-            ),
-        ))
-    }
-}
-
-fn listing_error(e: OpenEnvError) -> Response {
-    match e {
-        OpenEnvError::BadIndex { .. } => {
-            http_error(StatusCode::BAD_REQUEST, format!("Invalid task index: {e}"))
-        }
-        _ => http_error(StatusCode::BAD_REQUEST, e.to_string()),
-    }
-}
-
 #[derive(serde::Deserialize)]
 #[serde(deny_unknown_fields)]
 struct SplitBody {
@@ -714,79 +691,80 @@ struct SplitBody {
     stop: Option<i64>,
 }
 
-fn split_body(
-    body: Result<Json<SplitBody>, axum::extract::rejection::JsonRejection>,
-) -> Result<SplitBody, Response> {
-    body.map(|Json(b)| b)
-        .map_err(|e| http_error(StatusCode::UNPROCESSABLE_ENTITY, e.body_text()))
+type JsonBody = Result<Json<SplitBody>, axum::extract::rejection::JsonRejection>;
+
+/// Answers a task-listing request: the environment name checked, the body parsed, then `list`.
+fn listing(
+    app: &App,
+    env: &str,
+    body: JsonBody,
+    list: impl FnOnce(&World, SplitBody) -> Result<Value, OpenEnvError>,
+) -> Response {
+    if !env.eq_ignore_ascii_case(&app.world.name) {
+        return http_error(
+            StatusCode::NOT_FOUND,
+            format!(
+                "unknown environment {env:?} (this server has {:?})",
+                app.world.name
+            ),
+        );
+    }
+    let body = match body {
+        Ok(Json(b)) => b,
+        Err(e) => return http_error(StatusCode::UNPROCESSABLE_ENTITY, e.body_text()),
+    };
+    match list(&app.world, body) {
+        Ok(v) => Json(v).into_response(),
+        Err(e @ OpenEnvError::BadIndex { .. }) => {
+            http_error(StatusCode::BAD_REQUEST, format!("Invalid task index: {e}"))
+        }
+        Err(e) => http_error(StatusCode::BAD_REQUEST, e.to_string()),
+    }
 }
 
 async fn splits(State(app): State<Arc<App>>, Path(env): Path<String>) -> Response {
-    if let Err(r) = check_env(&app, &env) {
-        return r;
+    if !env.eq_ignore_ascii_case(&app.world.name) {
+        return http_error(
+            StatusCode::NOT_FOUND,
+            format!(
+                "unknown environment {env:?} (this server has {:?})",
+                app.world.name
+            ),
+        );
     }
     Json(json!(app.world.split_records())).into_response()
 }
 
-async fn tasks(
-    State(app): State<Arc<App>>,
-    Path(env): Path<String>,
-    body: Result<Json<SplitBody>, axum::extract::rejection::JsonRejection>,
-) -> Response {
-    let body = match check_env(&app, &env).and_then(|()| split_body(body)) {
-        Ok(b) => b,
-        Err(r) => return r,
-    };
-    match app.world.task_range(&body.split, None, None) {
-        Ok(t) => Json(json!({"tasks": t, "env_name": app.world.name})).into_response(),
-        Err(e) => listing_error(e),
-    }
+async fn tasks(State(app): State<Arc<App>>, Path(env): Path<String>, body: JsonBody) -> Response {
+    let name = app.world.name.clone();
+    listing(&app, &env, body, |w, b| {
+        Ok(json!({"tasks": w.task_range(&b.split, None, None)?, "env_name": name}))
+    })
 }
 
 async fn num_tasks(
     State(app): State<Arc<App>>,
     Path(env): Path<String>,
-    body: Result<Json<SplitBody>, axum::extract::rejection::JsonRejection>,
+    body: JsonBody,
 ) -> Response {
-    let body = match check_env(&app, &env).and_then(|()| split_body(body)) {
-        Ok(b) => b,
-        Err(r) => return r,
-    };
-    match app.world.num_tasks(&body.split) {
-        Ok(n) => Json(json!({"num_tasks": n})).into_response(),
-        Err(e) => listing_error(e),
-    }
+    listing(&app, &env, body, |w, b| {
+        Ok(json!({"num_tasks": w.num_tasks(&b.split)?}))
+    })
 }
 
-async fn task(
-    State(app): State<Arc<App>>,
-    Path(env): Path<String>,
-    body: Result<Json<SplitBody>, axum::extract::rejection::JsonRejection>,
-) -> Response {
-    let body = match check_env(&app, &env).and_then(|()| split_body(body)) {
-        Ok(b) => b,
-        Err(r) => return r,
-    };
-    let Some(index) = body.index else {
-        return http_error(StatusCode::UNPROCESSABLE_ENTITY, "missing \"index\"");
-    };
-    match app.world.task(&body.split, index) {
-        Ok(t) => Json(json!({"task": t})).into_response(),
-        Err(e) => listing_error(e),
-    }
+async fn task(State(app): State<Arc<App>>, Path(env): Path<String>, body: JsonBody) -> Response {
+    listing(&app, &env, body, |w, b| {
+        let index = b.index.ok_or(OpenEnvError::MissingIndex)?;
+        Ok(json!({"task": w.task(&b.split, index)?}))
+    })
 }
 
 async fn task_range(
     State(app): State<Arc<App>>,
     Path(env): Path<String>,
-    body: Result<Json<SplitBody>, axum::extract::rejection::JsonRejection>,
+    body: JsonBody,
 ) -> Response {
-    let body = match check_env(&app, &env).and_then(|()| split_body(body)) {
-        Ok(b) => b,
-        Err(r) => return r,
-    };
-    match app.world.task_range(&body.split, body.start, body.stop) {
-        Ok(t) => Json(json!({"tasks": t})).into_response(),
-        Err(e) => listing_error(e),
-    }
+    listing(&app, &env, body, |w, b| {
+        Ok(json!({"tasks": w.task_range(&b.split, b.start, b.stop)?}))
+    })
 }
