@@ -96,3 +96,36 @@ def unrelated_person(people, gold):
     """A person's name sharing no word with any gold answer (token-level F1 0 against it)."""
     words = {w.lower() for g in gold for w in g.split()}
     return next(p for p in people if not words & {w.lower() for w in p.split()})
+
+
+def venv_python(env_var: str, venv: str) -> str:
+    """The interpreter of a test venv of its own (one whose pins conflict with this venv's),
+    named by `env_var`; a loud skip (a failure under CI) when it is missing."""
+    py = os.environ.get(env_var)
+    if not py or not Path(py).is_file():
+        skip_loudly(f"no {venv} ({env_var}; scripts/test.sh makes it)")
+    return py
+
+
+#: The trip task's reference solution as tool calls (every rubric item passes: reward 1).
+TRIP_CALLS = [
+    ["ask_user", {"question": "Where are you going?"}],
+    ["ask_user", {"question": "On which date do you fly?"}],
+    ["search_flights", {"destination": "Oslo", "date": "2024-06-03"}],
+    ["book_flight", {"flight_id": "OS123", "date": "2024-06-03"}],
+    ["finish", {"summary": "Your flight OS123 is booked."}],
+]
+
+
+def tool_reward(task, calls, mappings):
+    """The rubric reward rulegym's own tool-use environment gives `calls` on `task` (the
+    reference for every protocol that serves the task)."""
+    import rulegym.trl as rt
+
+    env_cls = next(iter(rt.tool_environments([{"environment": "task", "task": task}],
+                                             simulation={"seed_mappings": str(mappings)}).values()))
+    env = env_cls()
+    env.reset(task=task)
+    for name, args in calls:
+        getattr(env, name)(**args)
+    return env.get_reward()

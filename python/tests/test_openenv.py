@@ -15,17 +15,14 @@ from pathlib import Path
 
 import pytest
 
-from conftest import FLIGHTS, REPO, TRIP, skip_loudly, trip_task_dir, unrelated_person
+from conftest import FLIGHTS, REPO, TRIP, TRIP_CALLS, tool_reward, trip_task_dir, unrelated_person, venv_python
 
 CLIENT = Path(__file__).with_name("openenv_client.py")
 
 
 @pytest.fixture(scope="module")
 def openenv_python():
-    py = os.environ.get("RULEGYM_OPENENV_PYTHON")
-    if not py or not Path(py).is_file():
-        skip_loudly("no openenv venv (RULEGYM_OPENENV_PYTHON; scripts/test.sh makes .venv-openenv)")
-    return py
+    return venv_python("RULEGYM_OPENENV_PYTHON", ".venv-openenv")
 
 
 class Server:
@@ -122,31 +119,16 @@ def test_search_environment_over_openenv(cli, dataset, openenv_python):
 
 
 def test_tool_use_task_over_openenv(cli, tmp_path, openenv_python):
-    import rulegym.trl as rt
-
     task_file = trip_task_dir(tmp_path)
     task = json.loads(TRIP.read_text())
-    calls = [
-        ["ask_user", {"question": "Where are you going?"}],
-        ["ask_user", {"question": "On which date do you fly?"}],
-        ["search_flights", {"destination": "Oslo", "date": "2024-06-03"}],
-        ["book_flight", {"flight_id": "OS123", "date": "2024-06-03"}],
-        ["finish", {"summary": "Your flight OS123 is booked."}],
-    ]
+    calls = TRIP_CALLS
     spec = {"task_id": task["id"], "instruction": task["instruction"],
             "tools": [t["name"] for t in task["tools"]], "calls": calls}
     with Server(cli, ["--tasks", str(task_file)]) as server:
         seen = client(openenv_python, "tools", server.url, spec)
     assert seen["texts"][0] == "Oslo." and json.loads(seen["texts"][2]) == FLIGHTS
     # The same calls in rulegym's own tool-use environment give the same rubric reward.
-    env_cls = next(iter(rt.tool_environments(
-        [{"environment": "trip", "task": task}],
-        simulation={"seed_mappings": str(tmp_path / "mappings")}).values()))
-    env = env_cls()
-    env.reset(task=task)
-    for name, args in calls:
-        getattr(env, name)(**args)
-    assert seen["reward"] == env.get_reward() == 1.0
+    assert seen["reward"] == tool_reward(task, calls, tmp_path / "mappings") == 1.0
     assert seen["mcp_reward"] == 1.0
 
 

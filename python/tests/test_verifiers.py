@@ -13,17 +13,14 @@ from pathlib import Path
 
 import pytest
 
-from conftest import TRIP, skip_loudly, trip_task_dir, unrelated_person
+from conftest import TRIP, TRIP_CALLS, tool_reward, trip_task_dir, unrelated_person, venv_python
 
 DRIVER = Path(__file__).with_name("verifiers_driver.py")
 
 
 @pytest.fixture(scope="module")
 def verifiers_python():
-    py = os.environ.get("RULEGYM_VERIFIERS_PYTHON")
-    if not py or not Path(py).is_file():
-        skip_loudly("no verifiers venv (RULEGYM_VERIFIERS_PYTHON; scripts/test.sh makes .venv-verifiers)")
-    return py
+    return venv_python("RULEGYM_VERIFIERS_PYTHON", ".venv-verifiers")
 
 
 def drive(py, spec):
@@ -128,27 +125,14 @@ def test_tool_use_taskset_in_verifiers(tmp_path, verifiers_python):
     """`rulegym-tools-v1`: the trip task played through verifiers (a tool server per rollout
     with the task's own tools, ask_user and finish); the reward is the rubric score that
     rulegym's own tool-use environment gives the same calls."""
-    import rulegym.trl as rt
-
     trip = json.loads(TRIP.read_text())
     trip_task_dir(tmp_path)
-    calls = [
-        ["ask_user", {"question": "Where are you going?"}],
-        ["ask_user", {"question": "On which date do you fly?"}],
-        ["search_flights", {"destination": "Oslo", "date": "2024-06-03"}],
-        ["book_flight", {"flight_id": "OS123", "date": "2024-06-03"}],
-        ["finish", {"summary": "Your flight OS123 is booked."}],
-    ]
+    calls = TRIP_CALLS
     spec = {"taskset": {"id": "rulegym-tools-v1", "tasks": str(tmp_path / "trip.json")},
             "script": {trip["instruction"]: [*calls, "Your flight OS123 is booked."]}}
     (trace,) = drive(verifiers_python, spec)
     assert trace["ok"] and not trace["errors"], trace
     assert sorted(trace["tools"]) == sorted([t["name"] for t in trip["tools"]] + ["ask_user", "finish"]), trace
     assert trace["metrics"]["finished"] == 1.0 and trace["metrics"]["tool_calls"] == 5.0, trace
-    env_cls = next(iter(rt.tool_environments([{"environment": "trip", "task": trip}],
-                                             simulation={"seed_mappings": str(tmp_path / "mappings")}).values()))
-    env = env_cls()
-    env.reset(task=trip)
-    for name, args in calls:
-        getattr(env, name)(**args)
-    assert trace["reward"] == trace["rewards"]["rubric"]["score"] == env.get_reward() == 1.0, trace
+    reference = tool_reward(trip, calls, tmp_path / "mappings")
+    assert trace["reward"] == trace["rewards"]["rubric"]["score"] == reference == 1.0, trace

@@ -693,6 +693,19 @@ struct SplitBody {
 
 type JsonBody = Result<Json<SplitBody>, axum::extract::rejection::JsonRejection>;
 
+/// 404 unless `env` names this server's environment (case-insensitively, as OpenEnv matches).
+fn unknown_env(app: &App, env: &str) -> Option<Response> {
+    (!env.eq_ignore_ascii_case(&app.world.name)).then(|| {
+        http_error(
+            StatusCode::NOT_FOUND,
+            format!(
+                "unknown environment {env:?} (this server has {:?})",
+                app.world.name
+            ),
+        )
+    })
+}
+
 /// Answers a task-listing request: the environment name checked, the body parsed, then `list`.
 fn listing(
     app: &App,
@@ -700,14 +713,8 @@ fn listing(
     body: JsonBody,
     list: impl FnOnce(&World, SplitBody) -> Result<Value, OpenEnvError>,
 ) -> Response {
-    if !env.eq_ignore_ascii_case(&app.world.name) {
-        return http_error(
-            StatusCode::NOT_FOUND,
-            format!(
-                "unknown environment {env:?} (this server has {:?})",
-                app.world.name
-            ),
-        );
+    if let Some(r) = unknown_env(app, env) {
+        return r;
     }
     let body = match body {
         Ok(Json(b)) => b,
@@ -723,14 +730,8 @@ fn listing(
 }
 
 async fn splits(State(app): State<Arc<App>>, Path(env): Path<String>) -> Response {
-    if !env.eq_ignore_ascii_case(&app.world.name) {
-        return http_error(
-            StatusCode::NOT_FOUND,
-            format!(
-                "unknown environment {env:?} (this server has {:?})",
-                app.world.name
-            ),
-        );
+    if let Some(r) = unknown_env(&app, &env) {
+        return r;
     }
     Json(json!(app.world.split_records())).into_response()
 }
