@@ -344,6 +344,14 @@ impl SearchIndex {
         titles.find(title).map(|i| &self.docs[i])
     }
 
+    /// Whether searches are exact scans of [`flat`](Self::flat) (no HNSW graph).
+    pub fn is_flat(&self) -> bool {
+        #[cfg(feature = "hnsw")]
+        return self.hnsw.is_none();
+        #[cfg(not(feature = "hnsw"))]
+        true
+    }
+
     /// The exact index over the document vectors.
     pub fn flat(&self) -> &FlatIndex {
         &self.flat

@@ -111,6 +111,36 @@ pub fn tile(
     }
 }
 
+/// Scores of the 16 rows of one packed block against a sparse query: `nonzero` lists the
+/// query's non-zero values `(dimension, value)` in increasing dimension order. Skipping a zero
+/// value skips `fma(0, x, acc)`, which returns `acc` exactly (the chain starts at +0 and an FMA
+/// whose operands include a zero never turns it into -0), so every score is bit-identical to the
+/// dense chain ([`dot_canonical`]) at a cost of `nonzero.len()` instead of `dim` steps.
+#[inline]
+pub fn sparse_block(isa: Isa, nonzero: &[(usize, f32)], block: &[f32]) -> [f32; BLOCK] {
+    if nonzero.iter().any(|&(i, _)| (i + 1) * BLOCK > block.len()) {
+        return [f32::NAN; BLOCK];
+    }
+    match isa {
+        #[cfg(target_arch = "x86_64")]
+        // SAFETY: `detect` verified avx2 and fma (avx512f implies both); bounds checked above.
+        Isa::Avx512 | Isa::Avx2 => unsafe { x86::sparse_block_fma(nonzero, block) },
+        _ => sparse_block_portable(nonzero, block),
+    }
+}
+
+#[inline(always)]
+fn sparse_block_portable(nonzero: &[(usize, f32)], block: &[f32]) -> [f32; BLOCK] {
+    let mut acc = [0f32; BLOCK];
+    for &(i, qv) in nonzero {
+        let x = &block[i * BLOCK..(i + 1) * BLOCK];
+        for (a, &xv) in acc.iter_mut().zip(x) {
+            *a = qv.mul_add(xv, *a);
+        }
+    }
+    acc
+}
+
 fn portable_tile(
     queries: &[f32],
     mq: usize,
@@ -136,6 +166,16 @@ fn portable_tile(
 
 #[cfg(target_arch = "x86_64")]
 mod x86 {
+    /// [`super::sparse_block`] with the FMA instructions enabled (the loop vectorises to
+    /// `vfmadd` over the 16 lanes; each lane stays one sequential chain).
+    ///
+    /// # Safety
+    /// The CPU must support avx2 and fma; every dimension in `nonzero` must lie in `block`.
+    #[target_feature(enable = "avx2,fma")]
+    pub unsafe fn sparse_block_fma(nonzero: &[(usize, f32)], block: &[f32]) -> [f32; BLOCK] {
+        super::sparse_block_portable(nonzero, block)
+    }
+
     use super::BLOCK;
     use std::arch::x86_64::*;
 
