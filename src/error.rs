@@ -99,6 +99,15 @@ pub enum Error {
         /// Each failed seed with its error.
         failed: Vec<(u64, String)>,
     },
+    /// The forked child building one universe of a batch failed ([`crate::dataset::batch`]):
+    /// its error as the child reported it, or how the child ended when it reported none.
+    #[error("the child process building universe {seed} failed: {reason}")]
+    ChildFailed {
+        /// The universe's seed.
+        seed: u64,
+        /// The child's error, or its exit status or signal.
+        reason: String,
+    },
     /// An output path exists and replacing it was not asked for.
     #[error("{} already exists (pass --force to replace it)", .0.display())]
     Exists(std::path::PathBuf),

@@ -2,7 +2,7 @@
 
 use super::questions::QuestionArgs;
 use crate::Result;
-use crate::dataset::batch::{self, Batch, BatchEvent, SeedRange};
+use crate::dataset::batch::{self, Batch, BatchEvent, EngineSource, SeedRange};
 use crate::dataset::{self, BuildConfig, BuildEvent};
 use crate::preset::Preset;
 use crate::question::{self, QuestionConfig};
@@ -28,14 +28,19 @@ pub struct Args {
     /// each seed S, byte-identical to `--seed S --out OUT/seed-S`.
     #[arg(long)]
     seeds: Option<SeedRange>,
-    /// With --seeds: universes built in parallel, one warm engine each (0: one per core).
+    /// With --seeds: universes built in parallel (0: one per core).
     #[arg(long, default_value_t = 0, requires = "seeds")]
     workers: usize,
     /// With --seeds: MiB of facts text a warm engine loads before it is replaced by a fresh
-    /// one (scryer never frees clauses). 0: a fresh engine per universe, flat peak memory; a
-    /// budget saves ~5% CPU but peak memory creeps up (BENCHMARKS.md).
+    /// one (scryer never frees clauses). 0: each universe on its own engine (on Linux a forked
+    /// copy of one engine started once), flat peak memory; a budget keeps engines warm and
+    /// peak memory creeps up (BENCHMARKS.md).
     #[arg(long, default_value_t = 0, requires = "seeds")]
     engine_budget_mib: usize,
+    /// With --seeds: start a fresh engine per universe on worker threads instead of forking
+    /// children of one engine (the portable path; same bytes).
+    #[arg(long, requires = "seeds")]
+    no_fork: bool,
     /// Number of family trees [default: 100].
     #[arg(long)]
     num_family_trees: Option<usize>,
@@ -112,6 +117,7 @@ pub fn run(args: Args) -> Result<()> {
             pin_question_seed: args.questions.question_seed.is_some(),
             workers: args.workers,
             engine_budget: args.engine_budget_mib << 20,
+            zygote: !args.no_fork && cfg!(target_os = "linux"),
             ..Batch::new(config, seeds)
         };
         return run_batch(&batch, &args.out, args.force, quiet);
@@ -174,10 +180,10 @@ fn run_batch(batch: &Batch, out: &std::path::Path, force: bool, quiet: bool) -> 
                 f.people,
                 f.questions,
                 f.elapsed.as_secs_f64(),
-                if f.fresh_engine {
-                    " (fresh engine)"
-                } else {
-                    ""
+                match f.engine {
+                    EngineSource::Started => " (fresh engine)",
+                    EngineSource::Warm => "",
+                    EngineSource::Forked => " (forked)",
                 },
                 f.dir.display()
             ),

@@ -12,6 +12,10 @@
 //! universes run (see [`DEFAULT_ENGINE_BUDGET`]). Universes are independent, so workers run one universe each in parallel (one engine per
 //! universe, no consult done twice) and every directory is written atomically as soon as it is
 //! built: a universe that fails leaves the others intact and the error names it.
+//!
+//! On Linux, without an engine budget, the universes are built in forked children of one
+//! engine started once instead ([`Batch::zygote`]): the same bytes without
+//! the per-universe engine start.
 
 use super::build::{BuildConfig, Dataset, FactLoad, assemble};
 use crate::engine::Engine;
@@ -124,6 +128,10 @@ pub struct Batch {
     /// Bytes of facts text a worker's engine loads before the worker replaces it with a fresh
     /// one (0, the default: a fresh engine for every universe).
     pub engine_budget: usize,
+    /// With no engine budget, build each universe in a forked child of one engine started once
+    /// (the zygote in `src/dataset/zygote.rs`; Linux only, the default there). Off, or elsewhere, each
+    /// worker thread starts a fresh engine per universe. The output is the same bytes.
+    pub zygote: bool,
 }
 
 impl Batch {
@@ -135,6 +143,7 @@ impl Batch {
             pin_question_seed: false,
             workers: 0,
             engine_budget: DEFAULT_ENGINE_BUDGET,
+            zygote: cfg!(target_os = "linux"),
         }
     }
 
@@ -186,9 +195,20 @@ pub struct Finished {
     pub questions: usize,
     /// Build and write time.
     pub elapsed: Duration,
-    /// Whether the worker started a fresh engine for it (the first universe of each worker,
-    /// then once per [`Batch::engine_budget`]).
-    pub fresh_engine: bool,
+    /// The engine it was verified on.
+    pub engine: EngineSource,
+}
+
+/// Where the engine that verified a universe of a batch came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum EngineSource {
+    /// Started for it (each universe without an engine budget or zygote; with a budget, a
+    /// worker's first universe and then once per [`Batch::engine_budget`]).
+    Started,
+    /// The worker's engine, kept warm from its previous universe.
+    Warm,
+    /// A forked child's copy of the zygote's engine ([`Batch::zygote`]).
+    Forked,
 }
 
 /// A progress event of [`generate`], sent from the worker threads.
@@ -205,7 +225,7 @@ pub enum BatchEvent<'a> {
 pub struct BatchReport {
     /// Every universe, in seed order.
     pub universes: Vec<Finished>,
-    /// Fresh engines started, over all workers.
+    /// Engines started, over all workers (one with the zygote).
     pub engines_started: usize,
     /// Workers used.
     pub workers: usize,
@@ -246,11 +266,16 @@ pub fn generate(
     check(batch, out, overwrite)?;
     std::fs::create_dir_all(out)
         .map_err(crate::io::io_error(format!("creating {}", out.display())))?;
+    let workers = batch.worker_count();
+    #[cfg(target_os = "linux")]
+    if batch.zygote && batch.engine_budget == 0 {
+        let results = super::zygote::generate(batch, out, overwrite, workers, observe)?;
+        return report(results, 1, workers);
+    }
     let seeds: Vec<u64> = batch.seeds.seeds().collect();
     let next = AtomicUsize::new(0);
     let results: Mutex<Vec<(u64, Result<Finished>)>> = Mutex::new(Vec::new());
     let engines_started = AtomicUsize::new(0);
-    let workers = batch.worker_count();
     std::thread::scope(|scope| {
         for _ in 0..workers {
             scope.spawn(|| {
@@ -270,7 +295,17 @@ pub fn generate(
             });
         }
     });
-    let mut results = results.into_inner().unwrap_or_else(|e| e.into_inner());
+    let results = results.into_inner().unwrap_or_else(|e| e.into_inner());
+    report(results, engines_started.into_inner(), workers)
+}
+
+/// The report of a batch from every seed's outcome: an error naming every failed seed when
+/// any failed.
+fn report(
+    mut results: Vec<(u64, Result<Finished>)>,
+    engines_started: usize,
+    workers: usize,
+) -> Result<BatchReport> {
     results.sort_by_key(|(seed, _)| *seed);
     let mut universes = Vec::with_capacity(results.len());
     let mut failed = Vec::new();
@@ -288,7 +323,7 @@ pub fn generate(
     }
     Ok(BatchReport {
         universes,
-        engines_started: engines_started.into_inner(),
+        engines_started,
         workers,
     })
 }
@@ -333,7 +368,11 @@ impl<'a> Worker<'a> {
             people: data.universe.people.len(),
             questions: data.questions.len(),
             elapsed: start.elapsed(),
-            fresh_engine: self.started > started_before,
+            engine: if self.started > started_before {
+                EngineSource::Started
+            } else {
+                EngineSource::Warm
+            },
         })
     }
 

@@ -6,6 +6,8 @@
 pub mod batch;
 pub mod build;
 pub mod phantomwiki;
+#[cfg(target_os = "linux")]
+mod zygote;
 
 pub use batch::{Batch, SeedRange};
 pub use build::{BuildConfig, BuildEvent, BuildStage, Dataset, build, build_observed};

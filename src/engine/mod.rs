@@ -60,6 +60,9 @@ pub enum EngineError {
     /// The engine thread is gone.
     #[error("the engine thread stopped")]
     Stopped,
+    /// The process could not be forked ([`Engine::fork`]).
+    #[error("could not fork the engine's process: {0}")]
+    Fork(String),
 }
 
 /// Limits applied to one query.
@@ -97,7 +100,17 @@ enum Request {
         limits: QueryLimits,
         reply: Reply<Solutions>,
     },
+    /// Fork the process from the engine thread (see [`Engine::fork`]).
+    #[cfg(target_os = "linux")]
+    Fork {
+        job: ForkJob,
+        reply: Reply<libc::pid_t>,
+    },
 }
+
+/// What a forked child runs: given its copy of the engine, the child's exit status.
+#[cfg(target_os = "linux")]
+pub type ForkJob = Box<dyn FnOnce(Engine) -> i32 + Send>;
 
 /// A handle to a Prolog machine running on its own thread.
 pub struct Engine {
@@ -205,6 +218,25 @@ impl Engine {
         Ok(!self.query(&once, &[])?.is_empty())
     }
 
+    /// Forks the process from this engine's thread (Linux `fork`, copy-on-write) and returns
+    /// the child's pid: the zygote pattern. The child is a copy of the process in which only
+    /// this engine's thread runs, holding the machine as loaded so far (scryer's start-up and
+    /// the rule base are not paid again, and nothing the child consults outlives it); it runs
+    /// `job` on a new thread with a handle to its copy of the engine, then exits with the
+    /// status `job` returns (101 if it panics) without running destructors or flushing
+    /// buffers it inherited.
+    ///
+    /// # Safety
+    /// The child holds only this engine's thread and the one running `job`: `job` must not
+    /// use anything another thread of the parent could have held locked at the fork (a rayon
+    /// global pool, a logger, stdout or stderr), so it must build its own thread pools and
+    /// report through a file descriptor or a file. Memory allocation is safe (glibc resets its
+    /// locks in the child).
+    #[cfg(target_os = "linux")]
+    pub unsafe fn fork(&self, job: ForkJob) -> Result<libc::pid_t, EngineError> {
+        self.call(|reply| Request::Fork { job, reply })
+    }
+
     fn call<T>(&self, request: impl FnOnce(Reply<T>) -> Request) -> Result<T, EngineError> {
         let (reply, response) = mpsc::channel();
         self.requests
@@ -239,8 +271,8 @@ impl Worker {
         }
     }
 
-    fn serve(&mut self, requests: mpsc::Receiver<Request>) {
-        for request in requests {
+    fn serve(&mut self, mut requests: mpsc::Receiver<Request>) {
+        while let Ok(request) = requests.recv() {
             match request {
                 Request::Consult {
                     module,
@@ -257,6 +289,17 @@ impl Worker {
                 } => {
                     let _ = reply.send(self.query(&goal, &vars, limits));
                 }
+                #[cfg(target_os = "linux")]
+                Request::Fork { job, reply } => match fork_child(job) {
+                    Forked::Parent(pid) => {
+                        let _ = reply.send(pid);
+                    }
+                    Forked::Child(child_requests) => {
+                        // The parent's handles do not exist here: serve the child's own.
+                        std::mem::forget(reply);
+                        requests = child_requests;
+                    }
+                },
             }
         }
     }
@@ -304,6 +347,53 @@ impl Worker {
             let _ = self.consult(&module, &source);
         }
     }
+}
+
+#[cfg(target_os = "linux")]
+enum Forked {
+    /// In the parent: the child's pid, or why there is none.
+    Parent(Result<libc::pid_t, EngineError>),
+    /// In the child: the requests of the child's engine handle.
+    Child(mpsc::Receiver<Request>),
+}
+
+/// Forks on the engine thread; in the child, starts `job` on a new thread with an engine handle
+/// served by this (the child's only) thread, and exits when `job` returns.
+#[cfg(target_os = "linux")]
+fn fork_child(job: ForkJob) -> Forked {
+    // SAFETY: fork has no memory-safety preconditions; the child's restrictions are the
+    // caller's contract (`Engine::fork`).
+    let pid = unsafe { libc::fork() };
+    if pid < 0 {
+        let reason = std::io::Error::last_os_error();
+        return Forked::Parent(Err(EngineError::Fork(reason.to_string())));
+    }
+    if pid > 0 {
+        return Forked::Parent(Ok(pid));
+    }
+    // SAFETY: prctl with PR_SET_PDEATHSIG only sets this process's parent-death signal: a
+    // child whose parent is killed stops too instead of running on unsupervised.
+    unsafe {
+        libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
+    }
+    let (tx, rx) = mpsc::channel();
+    let engine = Engine {
+        requests: Some(tx),
+        worker: None,
+    };
+    let spawned = thread::Builder::new()
+        .name("rulegym-fork".into())
+        .spawn(move || {
+            let status = catch_unwind(AssertUnwindSafe(|| job(engine))).unwrap_or(101);
+            // SAFETY: _exit ends the process without running the parent's atexit handlers or
+            // flushing its inherited stdio buffers, which belong to the parent.
+            unsafe { libc::_exit(status) }
+        });
+    if spawned.is_err() {
+        // SAFETY: as above.
+        unsafe { libc::_exit(102) }
+    }
+    Forked::Child(rx)
 }
 
 /// Runs `f`, turning a panic inside scryer into an error.

@@ -4,7 +4,7 @@
 
 use super::cli;
 use rulegym::Error;
-use rulegym::dataset::batch::{self, Batch, BatchEvent, SeedRange};
+use rulegym::dataset::batch::{self, Batch, BatchEvent, EngineSource, SeedRange};
 use rulegym::dataset::{self, BuildConfig};
 use rulegym::engine::{Engine, Term, Value, Var};
 use rulegym::io::sha256_hex;
@@ -52,15 +52,23 @@ fn every_universe_equals_its_single_seed_run_for_any_workers_and_engine_reuse() 
     let seeds: SeedRange = "4..=9".parse().unwrap();
     let base = small(12);
     // Warm engines kept for the whole batch, replaced after every universe, and in between;
-    // one worker and two.
-    let runs = [(1, usize::MAX), (2, usize::MAX), (2, 0), (1, 150_000)];
+    // one worker and two; forked children of one zygote engine (Linux) with two workers and one.
+    let runs = [
+        (1, usize::MAX, false),
+        (2, usize::MAX, false),
+        (2, 0, false),
+        (1, 150_000, false),
+        (2, 0, true),
+        (1, 0, true),
+    ];
     let root = tempfile::tempdir().unwrap();
     let mut started = Vec::new();
-    for (i, (workers, budget)) in runs.into_iter().enumerate() {
+    for (i, (workers, budget, zygote)) in runs.into_iter().enumerate() {
         let out = root.path().join(format!("run{i}"));
         let batch = Batch {
             workers,
             engine_budget: budget,
+            zygote,
             ..Batch::new(base.clone(), seeds)
         };
         let report = batch::generate(&batch, &out, false, &|_| {}).unwrap();
@@ -75,8 +83,17 @@ fn every_universe_equals_its_single_seed_run_for_any_workers_and_engine_reuse() 
             assert_eq!(
                 dir_files(&Batch::dir(&out, seed)),
                 single,
-                "seed {seed}, {workers} workers, engine budget {budget}"
+                "seed {seed}, {workers} workers, engine budget {budget}, zygote {zygote}"
             );
+            let engine = &report.universes[(seed - 4) as usize].engine;
+            let expected = match (zygote && cfg!(target_os = "linux"), budget) {
+                (true, _) => Some(EngineSource::Forked),
+                (false, 0) => Some(EngineSource::Started),
+                _ => None,
+            };
+            if let Some(expected) = expected {
+                assert_eq!(*engine, expected, "seed {seed}, run {i}");
+            }
         }
     }
     // The budgets did what they say: one engine per worker, one per universe, in between.
@@ -88,6 +105,9 @@ fn every_universe_equals_its_single_seed_run_for_any_workers_and_engine_reuse() 
         "a 150 KB budget recycles some of the time: {}",
         started[3]
     );
+    // The zygote starts one engine for the whole batch.
+    let zygote_started = if cfg!(target_os = "linux") { 1 } else { 6 };
+    assert_eq!(&started[4..], [zygote_started, zygote_started]);
 }
 
 #[test]
@@ -229,10 +249,17 @@ fn bad_seed_ranges_and_existing_outputs_fail_before_any_work() {
 
 #[test]
 fn a_failed_universe_leaves_the_others_written_and_is_named() {
+    for zygote in [false, true] {
+        a_failed_universe_is_named(zygote);
+    }
+}
+
+fn a_failed_universe_is_named(zygote: bool) {
     let root = tempfile::tempdir().unwrap();
     let out = root.path().join("many");
     let batch = Batch {
         workers: 1,
+        zygote,
         ..Batch::new(small(3), "1..=3".parse().unwrap())
     };
     // One worker builds the seeds in order; when seed 1 is written, a file takes seed 2's
@@ -250,6 +277,11 @@ fn a_failed_universe_leaves_the_others_written_and_is_named() {
             assert_eq!(written, vec![1, 3]);
             assert_eq!(failed.len(), 1);
             assert_eq!(failed[0].0, 2);
+            assert!(
+                failed[0].1.contains("refusing to replace"),
+                "zygote {zygote}: {}",
+                failed[0].1
+            );
         }
         other => panic!("expected a batch failure, got {other:?}"),
     }

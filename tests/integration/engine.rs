@@ -187,3 +187,68 @@ fn engines_run_on_many_threads() {
         }
     });
 }
+
+/// Waits for a forked child and returns its raw wait status.
+#[cfg(target_os = "linux")]
+fn wait_for(pid: libc::pid_t) -> libc::c_int {
+    let mut status = 0;
+    // SAFETY: waits for the test's own child; `status` is a valid out-pointer.
+    assert_eq!(unsafe { libc::waitpid(pid, &mut status, 0) }, pid);
+    status
+}
+
+/// The zygote: a forked child runs on a copy of the engine as loaded so far, what it consults
+/// stays in the child, its exit status is the job's (101 when the job panics), and the
+/// parent's engine goes on answering.
+#[cfg(target_os = "linux")]
+#[test]
+fn a_forked_child_gets_a_copy_of_the_engine_and_the_parent_keeps_its_own() {
+    let parent = engine_with("zyg(1).\n");
+    let dir = tempfile::tempdir().unwrap();
+    let report = dir.path().join("child.txt");
+    let x = Var::new("X").unwrap();
+    let path = report.clone();
+    let xs = x.clone();
+    let job = Box::new(move |engine: Engine| {
+        engine.consult("child", "only_in_child(2).\n").unwrap();
+        let mut seen = Vec::new();
+        for name in ["zyg", "only_in_child"] {
+            let rows = engine
+                .query(
+                    &Term::compound(name, [Term::var(&xs)]),
+                    std::slice::from_ref(&xs),
+                )
+                .unwrap();
+            seen.push(format!("{name}={rows:?}"));
+        }
+        std::fs::write(&path, seen.join(";")).unwrap();
+        7
+    });
+    // SAFETY: the job only uses its engine and the file system.
+    let pid = unsafe { parent.fork(job) }.unwrap();
+    let status = wait_for(pid);
+    assert!(libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 7);
+    assert_eq!(
+        std::fs::read_to_string(&report).unwrap(),
+        "zyg=[[Int(1)]];only_in_child=[[Int(2)]]"
+    );
+    // The child's clauses are not in the parent, whose engine still answers.
+    let unknown = Term::compound("only_in_child", [Term::var(&x)]);
+    assert!(matches!(
+        parent.query(&unknown, std::slice::from_ref(&x)),
+        Err(EngineError::Prolog(_))
+    ));
+    let rows = parent
+        .query(
+            &Term::compound("zyg", [Term::var(&x)]),
+            std::slice::from_ref(&x),
+        )
+        .unwrap();
+    assert_eq!(rows, vec![vec![Value::Int(1)]]);
+
+    // A job that panics exits with 101; the parent can fork again.
+    // SAFETY: the job touches nothing.
+    let pid = unsafe { parent.fork(Box::new(|_| panic!("job failed"))) }.unwrap();
+    let status = wait_for(pid);
+    assert!(libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 101);
+}
