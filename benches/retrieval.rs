@@ -127,5 +127,37 @@ fn encoder(c: &mut Criterion) {
     g.finish();
 }
 
-criterion_group!(benches, flat, encoder);
+/// The certifier's searches (every person's name over the built-in index of a universe's
+/// articles, top 5), dense scan vs sparse search: the same hits bit for bit
+/// (`tests/integration/retrieval.rs`), at 1,036 and 10,352 people.
+fn certifier_searches(c: &mut Criterion) {
+    let mut g = c.benchmark_group("certifier_searches");
+    g.sample_size(10).measurement_time(Duration::from_secs(5));
+    for trees in [100, 1000] {
+        let universe = rulegym::universe::Universe::generate(&rulegym::universe::UniverseConfig {
+            num_family_trees: trees,
+            ..Default::default()
+        })
+        .unwrap();
+        let index =
+            rulegym::dataset::build::article_index(&rulegym::corpus::articles(&universe)).unwrap();
+        let names: Vec<&str> = universe.people.iter().map(|p| p.name.as_str()).collect();
+        let q = index.encoder().encode(&names, Role::Query).unwrap();
+        let people = universe.people.len();
+        assert_eq!(
+            index.flat().search_sparse(&q, 5).unwrap(),
+            index.flat().search(&q, 5).unwrap()
+        );
+        g.throughput(Throughput::Elements(people as u64));
+        g.bench_with_input(BenchmarkId::new("dense", people), &people, |b, _| {
+            b.iter(|| black_box(index.flat().search(&q, 5).unwrap()))
+        });
+        g.bench_with_input(BenchmarkId::new("sparse", people), &people, |b, _| {
+            b.iter(|| black_box(index.flat().search_sparse(&q, 5).unwrap()))
+        });
+    }
+    g.finish();
+}
+
+criterion_group!(benches, flat, encoder, certifier_searches);
 criterion_main!(benches);

@@ -111,31 +111,43 @@ pub fn tile(
     }
 }
 
-/// Scores of the 16 rows of one packed block against a sparse query: `nonzero` lists the
-/// query's non-zero values `(dimension, value)` in increasing dimension order. Skipping a zero
-/// value skips `fma(0, x, acc)`, which returns `acc` exactly (the chain starts at +0 and an FMA
-/// whose operands include a zero never turns it into -0), so every score is bit-identical to the
-/// dense chain ([`dot_canonical`]) at a cost of `nonzero.len()` instead of `dim` steps.
+/// Scores of the 16 rows of each of `N` packed blocks against a sparse query: `nonzero` lists
+/// the query's non-zero values `(dimension, value)` in increasing dimension order. Skipping a
+/// zero value skips `fma(0, x, acc)`, which returns `acc` exactly (the chain starts at +0 and
+/// an FMA whose operands include a zero never turns it into -0), so every score is
+/// bit-identical to the dense chain ([`dot_canonical`]) at a cost of `nonzero.len()` instead of
+/// `dim` steps. The `N` blocks' chains are independent, so the CPU overlaps them (one chain
+/// alone waits on each FMA's latency).
 #[inline]
-pub fn sparse_block(isa: Isa, nonzero: &[(usize, f32)], block: &[f32]) -> [f32; BLOCK] {
-    if nonzero.iter().any(|&(i, _)| (i + 1) * BLOCK > block.len()) {
-        return [f32::NAN; BLOCK];
+pub fn sparse_blocks<const N: usize>(
+    isa: Isa,
+    nonzero: &[(usize, f32)],
+    blocks: [&[f32]; N],
+) -> [[f32; BLOCK]; N] {
+    let end = nonzero.last().map_or(0, |&(i, _)| (i + 1) * BLOCK);
+    if blocks.iter().any(|b| b.len() < end) || nonzero.windows(2).any(|w| w[0].0 >= w[1].0) {
+        return [[f32::NAN; BLOCK]; N];
     }
     match isa {
         #[cfg(target_arch = "x86_64")]
         // SAFETY: `detect` verified avx2 and fma (avx512f implies both); bounds checked above.
-        Isa::Avx512 | Isa::Avx2 => unsafe { x86::sparse_block_fma(nonzero, block) },
-        _ => sparse_block_portable(nonzero, block),
+        Isa::Avx512 | Isa::Avx2 => unsafe { x86::sparse_blocks_fma(nonzero, blocks) },
+        _ => sparse_blocks_portable(nonzero, blocks),
     }
 }
 
 #[inline(always)]
-fn sparse_block_portable(nonzero: &[(usize, f32)], block: &[f32]) -> [f32; BLOCK] {
-    let mut acc = [0f32; BLOCK];
+fn sparse_blocks_portable<const N: usize>(
+    nonzero: &[(usize, f32)],
+    blocks: [&[f32]; N],
+) -> [[f32; BLOCK]; N] {
+    let mut acc = [[0f32; BLOCK]; N];
     for &(i, qv) in nonzero {
-        let x = &block[i * BLOCK..(i + 1) * BLOCK];
-        for (a, &xv) in acc.iter_mut().zip(x) {
-            *a = qv.mul_add(xv, *a);
+        for (acc, block) in acc.iter_mut().zip(&blocks) {
+            let x = &block[i * BLOCK..(i + 1) * BLOCK];
+            for (a, &xv) in acc.iter_mut().zip(x) {
+                *a = qv.mul_add(xv, *a);
+            }
         }
     }
     acc
@@ -166,14 +178,17 @@ fn portable_tile(
 
 #[cfg(target_arch = "x86_64")]
 mod x86 {
-    /// [`super::sparse_block`] with the FMA instructions enabled (the loop vectorises to
+    /// [`super::sparse_blocks`] with the FMA instructions enabled (the loop vectorises to
     /// `vfmadd` over the 16 lanes; each lane stays one sequential chain).
     ///
     /// # Safety
-    /// The CPU must support avx2 and fma; every dimension in `nonzero` must lie in `block`.
+    /// The CPU must support avx2 and fma; every dimension in `nonzero` must lie in each block.
     #[target_feature(enable = "avx2,fma")]
-    pub unsafe fn sparse_block_fma(nonzero: &[(usize, f32)], block: &[f32]) -> [f32; BLOCK] {
-        super::sparse_block_portable(nonzero, block)
+    pub unsafe fn sparse_blocks_fma<const N: usize>(
+        nonzero: &[(usize, f32)],
+        blocks: [&[f32]; N],
+    ) -> [[f32; BLOCK]; N] {
+        super::sparse_blocks_portable(nonzero, blocks)
     }
 
     use super::BLOCK;

@@ -90,8 +90,9 @@ proptest! {
 /// built-in index: the sparse search gives the dense search's hits, scores bit for bit.
 #[test]
 fn sparse_search_matches_dense_on_a_universe_index() {
+    // ~400 people: 26 blocks of 16 rows, several cache chunks of 8 blocks and a remainder.
     let universe = rulegym::universe::Universe::generate(&rulegym::universe::UniverseConfig {
-        num_family_trees: 12,
+        num_family_trees: 40,
         ..Default::default()
     })
     .unwrap();
