@@ -128,16 +128,22 @@ impl Engine {
             .name("rulegym-prolog".into())
             .stack_size(64 << 20)
             .spawn(move || {
-                let mut worker = Worker::start();
-                let mut status = Ok(());
-                for (module, source) in RULES {
-                    status = status.and_then(|()| worker.consult(module, source));
-                }
+                let (mut worker, status) = {
+                    let _inside = inside_scryer();
+                    let mut worker = Worker::start();
+                    let mut status = Ok(());
+                    for (module, source) in RULES {
+                        status = status.and_then(|()| worker.consult(module, source));
+                    }
+                    (worker, status)
+                };
                 let failed = status.is_err();
                 let _ = ready_tx.send(status);
                 if !failed {
                     worker.serve(rx);
                 }
+                let _inside = inside_scryer();
+                drop(worker);
             })
             .map_err(|e| EngineError::Panicked(format!("could not spawn engine thread: {e}")))?;
         let engine = Engine {
@@ -226,6 +232,10 @@ impl Engine {
     /// status `job` returns (101 if it panics) without running destructors or flushing
     /// buffers it inherited.
     ///
+    /// The fork waits until no engine thread of the process is inside scryer (whose shared atom
+    /// table would otherwise stay locked in the child); other scryer use in the process, outside
+    /// rulegym's engines, is not covered.
+    ///
     /// # Safety
     /// The child holds only this engine's thread and the one running `job`: `job` must not
     /// use anything another thread of the parent could have held locked at the fork (a rayon
@@ -257,6 +267,19 @@ impl Drop for Engine {
     }
 }
 
+/// scryer keeps process-wide state that every machine shares (its atom table, behind epoch
+/// counters and locks). A fork copies that state as it is at that instant, so a thread that was
+/// inside scryer at the fork would leave it locked forever in the child (seen: a child spinning
+/// in the atom table's `wait_for_epochs`). Every engine thread holds this lock for reading while
+/// it is inside scryer (starting, consulting, querying, dropping its machine); [`Engine::fork`]
+/// takes it for writing.
+static SCRYER: std::sync::RwLock<()> = std::sync::RwLock::new(());
+
+/// The read side of [`SCRYER`], held while a thread is inside scryer.
+fn inside_scryer() -> std::sync::RwLockReadGuard<'static, ()> {
+    SCRYER.read().unwrap_or_else(|e| e.into_inner())
+}
+
 /// The engine thread's state: the machine and what was loaded into it (to rebuild after a panic).
 struct Worker {
     machine: Machine,
@@ -279,7 +302,11 @@ impl Worker {
                     source,
                     reply,
                 } => {
-                    let _ = reply.send(self.consult(&module, &source));
+                    let result = {
+                        let _inside = inside_scryer();
+                        self.consult(&module, &source)
+                    };
+                    let _ = reply.send(result);
                 }
                 Request::Query {
                     goal,
@@ -287,19 +314,29 @@ impl Worker {
                     limits,
                     reply,
                 } => {
-                    let _ = reply.send(self.query(&goal, &vars, limits));
+                    let result = {
+                        let _inside = inside_scryer();
+                        self.query(&goal, &vars, limits)
+                    };
+                    let _ = reply.send(result);
                 }
                 #[cfg(target_os = "linux")]
-                Request::Fork { job, reply } => match fork_child(job) {
-                    Forked::Parent(pid) => {
-                        let _ = reply.send(pid);
+                Request::Fork { job, reply } => {
+                    // No engine thread of this process is inside scryer while it forks.
+                    let everyone_outside = SCRYER.write().unwrap_or_else(|e| e.into_inner());
+                    let forked = fork_child(job);
+                    drop(everyone_outside);
+                    match forked {
+                        Forked::Parent(pid) => {
+                            let _ = reply.send(pid);
+                        }
+                        Forked::Child(child_requests) => {
+                            // The parent's handles do not exist here: serve the child's own.
+                            std::mem::forget(reply);
+                            requests = child_requests;
+                        }
                     }
-                    Forked::Child(child_requests) => {
-                        // The parent's handles do not exist here: serve the child's own.
-                        std::mem::forget(reply);
-                        requests = child_requests;
-                    }
-                },
+                }
             }
         }
     }
