@@ -5,6 +5,7 @@ mod batch;
 mod cli;
 mod dataset_load;
 mod engine;
+mod examples;
 mod fuzz;
 mod grpo;
 #[cfg(feature = "mcp")]
