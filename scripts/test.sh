@@ -61,8 +61,12 @@ if [ -z "${RULEGYM_SKIP_PYTHON:-}" ]; then
   export RULEGYM_VERIFIERS_PYTHON="$PWD/.venv-verifiers/bin/python"
 fi
 
-echo "== cargo test --release --all-features"
+echo "== cargo test --release --all-features (the library and the CLI package)"
 cargo test --release --all-features "$@"
+
+# The library as a vendoring stack takes it: no feature at all (its unit tests).
+echo "== the lean library: cargo test --release -p rulegym --no-default-features --lib"
+cargo test --release -p rulegym --no-default-features --lib
 
 # Python package: build the abi3 wheel once with maturin (sharing target/), install it into the
 # test venv like a user would (no Rust needed to install), run the pytest suite against it and

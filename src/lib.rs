@@ -11,8 +11,6 @@
 //! ```
 #![deny(missing_docs)]
 
-#[cfg(feature = "cli")]
-pub mod cli;
 pub mod corpus;
 pub mod dataset;
 pub mod engine;

@@ -184,7 +184,7 @@ proptest! {
     #[test]
     fn cli_json_inputs_never_panic(value in json_value(), lines in proptest::collection::vec(json_value(), 0..4)) {
         let dir = tempfile::tempdir().unwrap();
-        let tasks = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/tools/trip.json");
+        let tasks = crate::repo().join("tests/fixtures/tools/trip.json");
         let tasks = tasks.to_str().unwrap();
         let jsonl: Vec<String> = lines.iter().map(|v| v.to_string()).collect();
         cli_survives(dir.path(), &["score"], "--pairs", jsonl.join("\n").as_bytes())?;

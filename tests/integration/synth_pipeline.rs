@@ -27,7 +27,7 @@ const REWRITE: &str = include_str!("../fixtures/synth/rewrite.txt");
 const RUBRIC: &str = include_str!("../fixtures/synth/rubric.txt");
 
 fn personas_fixture() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/synth/personas.txt")
+    crate::repo().join("tests/fixtures/synth/personas.txt")
 }
 
 /// Faulty personas (by bakery number): the stage that must drop them and the reason.

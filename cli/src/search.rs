@@ -1,7 +1,7 @@
 //! `rulegym search`: print the top passages of an index for one or more queries.
 
-use crate::Result;
-use crate::retrieval::SearchIndex;
+use rulegym::Result;
+use rulegym::retrieval::SearchIndex;
 use std::path::PathBuf;
 
 /// Flags of `rulegym search`.
@@ -33,12 +33,12 @@ pub fn run(args: Args) -> Result<()> {
     #[cfg(feature = "gpu")]
     let hits = if args.gpu {
         if args.topk == 0 {
-            return Err(crate::retrieval::RetrievalError::InvalidK(0).into());
+            return Err(rulegym::retrieval::RetrievalError::InvalidK(0).into());
         }
         let q = index
             .encoder()
-            .encode(&queries, crate::retrieval::Role::Query)?;
-        crate::retrieval::gpu::search(index.flat(), &q, args.topk)?
+            .encode(&queries, rulegym::retrieval::Role::Query)?;
+        rulegym::retrieval::gpu::search(index.flat(), &q, args.topk)?
     } else {
         index.search(&queries, args.topk)?
     };

@@ -1,8 +1,8 @@
 //! `rulegym phantomwiki verify PWDIR`: import a PhantomWiki 1.0.3 output directory, answer every
 //! question with the engine and rulegym's rule base, compare the articles, print a JSON report.
 
-use crate::dataset::phantomwiki::{read_dir, verify_dir};
-use crate::{Error, Result};
+use rulegym::dataset::phantomwiki::{read_dir, verify_dir};
+use rulegym::{Error, Result};
 use std::path::PathBuf;
 
 /// Flags of `rulegym phantomwiki`.

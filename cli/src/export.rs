@@ -1,12 +1,12 @@
 //! `rulegym export`: the search tasks of a dataset, or tool-use tasks, as verl or SkyRL training
 //! rows (plus verl's tool and interaction configs for tool-use tasks).
 
-use crate::Result;
-use crate::env::export::{ExportFormat, ExportOptions, export};
-use crate::env::search::SearchEnvConfig;
-use crate::preset::{EnvPreset, Stage};
-use crate::tooluse::export::{ToolExportOptions, export_tasks};
-use crate::tooluse::task::{ValidateOptions, load_tasks};
+use rulegym::Result;
+use rulegym::env::export::{ExportFormat, ExportOptions, export};
+use rulegym::env::search::SearchEnvConfig;
+use rulegym::preset::{EnvPreset, Stage};
+use rulegym::tooluse::export::{ToolExportOptions, export_tasks};
+use rulegym::tooluse::task::{ValidateOptions, load_tasks};
 use std::path::PathBuf;
 
 /// Flags of `rulegym export`.
@@ -69,7 +69,7 @@ pub struct Args {
 }
 
 fn read_text(flag: &str, path: &std::path::Path) -> Result<String> {
-    std::fs::read_to_string(path).map_err(|source| crate::Error::Io {
+    std::fs::read_to_string(path).map_err(|source| rulegym::Error::Io {
         context: format!("{flag} {}", path.display()),
         source,
     })
@@ -108,8 +108,8 @@ pub fn run(args: Args) -> Result<()> {
     }
     let dataset = args
         .dataset
-        .ok_or_else(|| crate::Error::Config("pass --dataset DIR or --tasks FILE".into()))?;
-    let mut questions = crate::dataset::load_questions(&dataset)?;
+        .ok_or_else(|| rulegym::Error::Config("pass --dataset DIR or --tasks FILE".into()))?;
+    let mut questions = rulegym::dataset::load_questions(&dataset)?;
     if let Some(split) = &args.split {
         questions.retain(|q| &q.split == split);
     }
@@ -118,7 +118,7 @@ pub fn run(args: Args) -> Result<()> {
         .or_else(|| Some(dataset.join("index.idx")).filter(|p| p.is_file()));
     let index_path = match index {
         Some(p) if !p.is_file() => {
-            return Err(crate::Error::Config(format!(
+            return Err(rulegym::Error::Config(format!(
                 "--index {}: no such file",
                 p.display()
             )));

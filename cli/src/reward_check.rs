@@ -1,6 +1,6 @@
 //! `rulegym reward-check`: property-test any reward command against rulegym's exact reward.
 
-use crate::rewardcheck::{
+use rulegym::rewardcheck::{
     CaseSource, CheckConfig, CommandReward, ToolCaseSource, check, check_tools,
 };
 use std::path::PathBuf;
@@ -79,7 +79,7 @@ fn run(args: Args) -> Result<bool, String> {
     config.validate().map_err(|e| e.to_string())?;
     let report = if args.tool_use {
         let source = match &args.dataset {
-            Some(dir) => crate::dataset::load_universe(dir)
+            Some(dir) => rulegym::dataset::load_universe(dir)
                 .and_then(|u| ToolCaseSource::new(&u, args.seed, TOOL_TASKS)),
             None => ToolCaseSource::generate(args.seed, args.trees, TOOL_TASKS),
         }
@@ -101,7 +101,7 @@ fn run(args: Args) -> Result<bool, String> {
     json.push('\n');
     match &args.out {
         Some(path) => {
-            crate::io::write_file_atomic(path, json.as_bytes()).map_err(|e| e.to_string())?
+            rulegym::io::write_file_atomic(path, json.as_bytes()).map_err(|e| e.to_string())?
         }
         None => {
             use std::io::Write;

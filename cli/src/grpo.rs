@@ -5,7 +5,7 @@
 //! booleans) defaults to all ones and `config` to [`GrpoConfig::default`]. Output (stdout): one
 //! JSON object with `advantages`, `loss`, `grad` (same shape as `logp_new`) and the metrics.
 
-use crate::grpo::{GrpoConfig, GrpoError, GrpoOutput, TokenBatch};
+use rulegym::grpo::{GrpoConfig, GrpoError, GrpoOutput, TokenBatch};
 use serde::{Deserialize, Serialize};
 use std::path::PathBuf;
 
@@ -73,7 +73,7 @@ struct Flat {
     offsets: Vec<usize>,
 }
 
-fn flatten(input: &Input) -> Result<Flat, crate::Error> {
+fn flatten(input: &Input) -> Result<Flat, rulegym::Error> {
     let rows = input.logp_old.len();
     if input.logp_new.len() != rows {
         return Err(GrpoError::Shape(format!(
@@ -121,7 +121,7 @@ fn flatten(input: &Input) -> Result<Flat, crate::Error> {
                         MaskValue::Bool(b) => b as u8,
                         MaskValue::Int(i @ (0 | 1)) => i as u8,
                         MaskValue::Int(i) => {
-                            return Err(crate::Error::Config(format!(
+                            return Err(rulegym::Error::Config(format!(
                                 "mask[{r}][{c}] = {i}; mask values are 0 or 1"
                             )));
                         }
@@ -135,7 +135,7 @@ fn flatten(input: &Input) -> Result<Flat, crate::Error> {
 }
 
 /// Computes one GRPO step on `input` (a parsed JSON document) on `device`.
-fn compute(input: &Input, device: Device) -> Result<(GrpoOutput, Vec<usize>), crate::Error> {
+fn compute(input: &Input, device: Device) -> Result<(GrpoOutput, Vec<usize>), rulegym::Error> {
     let flat = flatten(input)?;
     if input.rewards.len() != flat.offsets.len() - 1 {
         return Err(GrpoError::Shape(format!(
@@ -148,12 +148,12 @@ fn compute(input: &Input, device: Device) -> Result<(GrpoOutput, Vec<usize>), cr
     let batch = TokenBatch::ragged(&flat.old, &flat.new, &flat.mask, &flat.offsets)?;
     let out = match device {
         Device::Cpu => {
-            crate::grpo::grpo_step(&input.rewards, input.group_size, &batch, &input.config)?
+            rulegym::grpo::grpo_step(&input.rewards, input.group_size, &batch, &input.config)?
         }
         #[cfg(feature = "gpu")]
         Device::Gpu => {
-            let ctx = crate::gpu::GpuContext::new().map_err(|e| GrpoError::Gpu(e.to_string()))?;
-            crate::grpo::gpu::GpuGrpo::new(&ctx)?.step(
+            let ctx = rulegym::gpu::GpuContext::new().map_err(|e| GrpoError::Gpu(e.to_string()))?;
+            rulegym::grpo::gpu::GpuGrpo::new(&ctx)?.step(
                 &input.rewards,
                 input.group_size,
                 &batch,
@@ -171,14 +171,14 @@ fn compute(input: &Input, device: Device) -> Result<(GrpoOutput, Vec<usize>), cr
 }
 
 /// Runs `rulegym grpo`: reads the input file, computes, prints the result as JSON.
-pub fn run(args: Args) -> Result<(), crate::Error> {
+pub fn run(args: Args) -> Result<(), rulegym::Error> {
     let context = format!("reading GRPO input {}", args.input.display());
-    let text = std::fs::read_to_string(&args.input).map_err(|source| crate::Error::Io {
+    let text = std::fs::read_to_string(&args.input).map_err(|source| rulegym::Error::Io {
         context: context.clone(),
         source,
     })?;
     let input: Input =
-        serde_json::from_str(&text).map_err(|source| crate::Error::Json { context, source })?;
+        serde_json::from_str(&text).map_err(|source| rulegym::Error::Json { context, source })?;
     let (out, offsets) = compute(&input, args.device)?;
     let grad = offsets
         .windows(2)
@@ -198,7 +198,7 @@ pub fn run(args: Args) -> Result<(), crate::Error> {
         approx_kl_k1: s.approx_kl_k1,
         approx_kl_k3: s.approx_kl_k3,
     };
-    let text = serde_json::to_string(&json).map_err(|source| crate::Error::Json {
+    let text = serde_json::to_string(&json).map_err(|source| rulegym::Error::Json {
         context: "writing GRPO output".into(),
         source,
     })?;

@@ -1,6 +1,6 @@
 //! `rulegym serve`: a Search-R1-compatible retrieval server over an index (feature `server`).
 
-use crate::Result;
+use rulegym::Result;
 use std::path::PathBuf;
 
 /// Flags of `rulegym serve`.
@@ -27,11 +27,10 @@ pub struct Args {
 }
 
 /// Runs `rulegym serve` until interrupted.
-#[cfg(feature = "server")]
 pub fn run(args: Args) -> Result<()> {
-    use crate::retrieval::RetrievalError;
-    use crate::retrieval::server::{ServerConfig, serve};
-    let index = std::sync::Arc::new(crate::retrieval::SearchIndex::load(&args.index)?);
+    use rulegym::retrieval::RetrievalError;
+    use rulegym::retrieval::server::{ServerConfig, serve};
+    let index = std::sync::Arc::new(rulegym::retrieval::SearchIndex::load(&args.index)?);
     let cfg = ServerConfig {
         default_topk: args.topk,
         max_batch: args.max_batch,
@@ -58,14 +57,4 @@ pub fn run(args: Args) -> Result<()> {
         serve(listener, index, cfg).await
     })?;
     Ok(())
-}
-
-/// Without feature `server`: explains how to get it.
-#[cfg(not(feature = "server"))]
-pub fn run(args: Args) -> Result<()> {
-    let _ = args;
-    Err(crate::Error::Config(
-        "`rulegym serve` needs rulegym built with feature `server` (cargo build --features server)"
-            .into(),
-    ))
 }

@@ -1,4 +1,5 @@
-//! Command-line interface: one module per subcommand; each parses flags and calls the library.
+//! The `rulegym` command-line tool: one module per subcommand; each parses flags and calls the
+//! library.
 
 use clap::{Parser, Subcommand};
 use std::process::ExitCode;
@@ -68,7 +69,7 @@ enum Command {
 }
 
 /// Entry point of the binary: parse flags, run the subcommand, print errors.
-pub fn main() -> ExitCode {
+fn main() -> ExitCode {
     // The library's log lines (a failed simulation, ...) go to stderr: warnings and errors by
     // default, more with RUST_LOG (e.g. RUST_LOG=rulegym=debug). The MCP server's stdio
     // transport keeps stdout for protocol messages, so nothing is logged there.
@@ -111,7 +112,7 @@ pub fn main() -> ExitCode {
 }
 
 /// Session bounds of a network server (`serve`, `mcp --transport http`), flattened into its
-/// flags: the one policy of [`crate::sessions`].
+/// flags: the one policy of [`rulegym::sessions`].
 #[derive(clap::Args, Debug, Clone)]
 pub(crate) struct SessionArgs {
     /// Live sessions at once (MCP sessions; connections for `serve`); one more is answered 503
@@ -128,13 +129,13 @@ pub(crate) struct SessionArgs {
 
 impl SessionArgs {
     /// The limits these flags give (checked).
-    pub(crate) fn limits(&self) -> crate::Result<crate::sessions::SessionLimits> {
+    pub(crate) fn limits(&self) -> rulegym::Result<rulegym::sessions::SessionLimits> {
         let secs = |flag: &str, v: f64| {
             std::time::Duration::try_from_secs_f64(v).map_err(|_| {
-                crate::Error::Config(format!("--{flag} {v} is not a number of seconds"))
+                rulegym::Error::Config(format!("--{flag} {v} is not a number of seconds"))
             })
         };
-        let limits = crate::sessions::SessionLimits {
+        let limits = rulegym::sessions::SessionLimits {
             max_sessions: self.max_sessions,
             idle_timeout: secs("idle-timeout", self.idle_timeout)?,
             max_lifetime: secs("max-lifetime", self.max_lifetime)?,
@@ -172,11 +173,11 @@ pub(crate) struct SimulationArgs {
 
 impl SimulationArgs {
     /// The simulation these flags ask for.
-    pub(crate) fn config(&self) -> crate::Result<crate::tooluse::simulation::SimulationConfig> {
-        Ok(crate::tooluse::simulation::SimulationConfig {
+    pub(crate) fn config(&self) -> rulegym::Result<rulegym::tooluse::simulation::SimulationConfig> {
+        Ok(rulegym::tooluse::simulation::SimulationConfig {
             endpoint: self.sim_endpoint.clone(),
             model: self.sim_model.clone(),
-            user: self.user.parse().map_err(crate::Error::Config)?,
+            user: self.user.parse().map_err(rulegym::Error::Config)?,
             dir: self.record.clone(),
             seed_mappings: self.seed_mappings.clone(),
             replay_only: self.replay_only,

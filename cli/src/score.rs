@@ -1,7 +1,7 @@
 //! `rulegym score`: answer scores for (gold answers, prediction) pairs, one JSON line each.
 
-use crate::reward::{ScoreMode, last_answer, score};
-use crate::{Error, Result};
+use rulegym::reward::{ScoreMode, last_answer, score};
+use rulegym::{Error, Result};
 use serde::Deserialize;
 use std::io::{BufRead, Write};
 use std::path::PathBuf;
@@ -36,9 +36,9 @@ struct RewardLine {
     #[serde(default)]
     answers: Vec<String>,
     #[serde(default)]
-    task: Option<crate::tooluse::task::Task>,
+    task: Option<rulegym::tooluse::task::Task>,
     #[serde(default)]
-    messages: Vec<crate::llm::ChatMessage>,
+    messages: Vec<rulegym::llm::ChatMessage>,
 }
 
 #[derive(Deserialize)]
@@ -86,14 +86,18 @@ pub fn run(args: Args) -> Result<()> {
                 (Some(task), _) => {
                     let scorer = match &scorer {
                         Some(s) => s,
-                        None => scorer.insert(crate::tooluse::rubric::RubricScorer::new(
+                        None => scorer.insert(rulegym::tooluse::rubric::RubricScorer::new(
                             Default::default(),
                         )?),
                     };
-                    crate::rewardcheck::tooluse::exact_rubric_reward(scorer, task, &input.messages)?
+                    rulegym::rewardcheck::tooluse::exact_rubric_reward(
+                        scorer,
+                        task,
+                        &input.messages,
+                    )?
                 }
                 (None, Some(response)) => {
-                    crate::rewardcheck::exact_reward(&input.question, response, &input.answers)?
+                    rulegym::rewardcheck::exact_reward(&input.question, response, &input.answers)?
                 }
                 (None, None) => {
                     return Err(Error::Config(format!(

@@ -1,11 +1,11 @@
 //! `rulegym synth`: the SynthAgent task-synthesis pipeline (persona -> draft -> tool check ->
 //! rewrite -> teacher rollouts -> rubric -> filter) against an OpenAI-compatible endpoint, with
-//! every exchange recorded for offline replay. See [`crate::synth`].
+//! every exchange recorded for offline replay. See [`rulegym::synth`].
 
-use crate::Result;
-use crate::llm::LlmBackend;
-use crate::llm::openai::{OpenAiBackend, OpenAiConfig, api_key_from_env};
-use crate::synth::{self, Extraction, PipelineConfig, Stage};
+use rulegym::Result;
+use rulegym::llm::LlmBackend;
+use rulegym::llm::openai::{OpenAiBackend, OpenAiConfig, api_key_from_env};
+use rulegym::synth::{self, Extraction, PipelineConfig, Stage};
 use serde_json::json;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -121,7 +121,7 @@ fn pipeline_config(args: &Args) -> Result<PipelineConfig> {
         None => PipelineConfig::default(),
     };
     if let Some(user) = &args.user {
-        config.user = user.parse().map_err(crate::Error::Config)?;
+        config.user = user.parse().map_err(rulegym::Error::Config)?;
     }
     if let Some(extraction) = &args.extraction {
         config.extraction = Extraction::parse(extraction)?;
@@ -176,7 +176,7 @@ pub fn run(args: Args) -> Result<()> {
             ..OpenAiConfig::default()
         })?)),
         (None, false) => {
-            return Err(crate::Error::Config(
+            return Err(rulegym::Error::Config(
                 "--endpoint is required unless --replay-only".into(),
             ));
         }
@@ -201,8 +201,8 @@ pub fn run(args: Args) -> Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::synth::UserKind;
     use clap::Parser;
+    use rulegym::synth::UserKind;
 
     #[derive(Parser)]
     struct Cli {

@@ -1,8 +1,8 @@
 //! `rulegym index`: encode a corpus (or several, pooled) and write a search index file.
 
-use crate::Result;
-use crate::retrieval::hnsw::HnswParams;
-use crate::retrieval::{BuiltinConfig, EncoderChoice, IndexKind, SearchIndex, docs};
+use rulegym::Result;
+use rulegym::retrieval::hnsw::HnswParams;
+use rulegym::retrieval::{BuiltinConfig, EncoderChoice, IndexKind, SearchIndex, docs};
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 

@@ -1,7 +1,7 @@
 //! `rulegym openenv`: serve a dataset's search environment, or tool-use tasks, over OpenEnv's
 //! protocol (feature `openenv`, part of `cli`).
 
-use crate::Result;
+use rulegym::Result;
 use std::path::PathBuf;
 
 /// Flags of `rulegym openenv`.
@@ -52,9 +52,9 @@ pub struct Args {
 
 /// Runs `rulegym openenv` until the process is stopped.
 pub fn run(args: Args) -> Result<()> {
-    use crate::env::search::SearchEnvConfig;
-    use crate::openenv::{SearchWorld, ServerConfig, TaskWorld, World, Worlds};
-    use crate::tooluse::env::ToolEnvConfig;
+    use rulegym::env::search::SearchEnvConfig;
+    use rulegym::openenv::{SearchWorld, ServerConfig, TaskWorld, World, Worlds};
+    use rulegym::tooluse::env::ToolEnvConfig;
     let (name, worlds) = match (&args.dataset, &args.tasks) {
         (Some(dir), _) => {
             let mut config = SearchEnvConfig {
@@ -81,13 +81,13 @@ pub fn run(args: Args) -> Result<()> {
         .ok()
         .filter(|d| !d.is_zero())
         .ok_or_else(|| {
-            crate::Error::Config(format!(
+            rulegym::Error::Config(format!(
                 "--call-timeout {} is not a positive number of seconds",
                 args.call_timeout
             ))
         })?;
     if args.max_message_bytes == 0 {
-        return Err(crate::Error::Config(
+        return Err(rulegym::Error::Config(
             "--max-message-bytes must be positive".into(),
         ));
     }
@@ -99,7 +99,7 @@ pub fn run(args: Args) -> Result<()> {
     };
     let world = World::new(args.name.unwrap_or_else(|| name.to_owned()), worlds);
     let addr = format!("{}:{}", args.host, args.port);
-    crate::openenv::serve_blocking(world, &addr, cfg, |local| {
+    rulegym::openenv::serve_blocking(world, &addr, cfg, |local| {
         eprintln!("serving OpenEnv on http://{local} (WebSocket /ws, JSON-RPC /mcp, GET /health)");
     })
 }

@@ -1,13 +1,13 @@
 //! `rulegym generate`: universe -> engine -> articles -> dataset directory.
 
 use super::questions::QuestionArgs;
-use crate::Result;
-use crate::dataset::batch::{self, Batch, BatchEvent, EngineSource, SeedRange};
-use crate::dataset::{self, BuildConfig, BuildEvent};
-use crate::preset::Preset;
-use crate::question::{self, QuestionConfig};
-use crate::universe::UniverseConfig;
 use indicatif::{ProgressBar, ProgressStyle};
+use rulegym::Result;
+use rulegym::dataset::batch::{self, Batch, BatchEvent, EngineSource, SeedRange};
+use rulegym::dataset::{self, BuildConfig, BuildEvent};
+use rulegym::preset::Preset;
+use rulegym::question::{self, QuestionConfig};
+use rulegym::universe::UniverseConfig;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 

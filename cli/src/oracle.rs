@@ -1,13 +1,13 @@
 //! `rulegym oracle`: proof-derived trajectories replayed in the search environment.
 
-use crate::Result;
-use crate::dataset::load_universe;
-use crate::env::oracle::replay;
-use crate::env::search::{Retriever, SearchEnvConfig};
-use crate::question::Question;
-use crate::retrieval::SearchIndex;
-use crate::universe::Universe;
 use rayon::prelude::*;
+use rulegym::Result;
+use rulegym::dataset::load_universe;
+use rulegym::env::oracle::replay;
+use rulegym::env::search::{Retriever, SearchEnvConfig};
+use rulegym::question::Question;
+use rulegym::retrieval::SearchIndex;
+use rulegym::universe::Universe;
 use std::path::PathBuf;
 use std::sync::Arc;
 
@@ -27,11 +27,11 @@ impl SearchData {
     /// Loads the universe, its questions (file order) and the index.
     pub fn load(&self) -> Result<(Universe, Vec<Question>, Arc<dyn Retriever>)> {
         let universe = load_universe(&self.dataset)?;
-        let questions = crate::dataset::load_questions(&self.dataset)?;
+        let questions = rulegym::dataset::load_questions(&self.dataset)?;
         let path = self
             .index
             .clone()
-            .unwrap_or_else(|| self.dataset.join(crate::dataset::INDEX_FILE));
+            .unwrap_or_else(|| self.dataset.join(rulegym::dataset::INDEX_FILE));
         let index: Arc<dyn Retriever> = Arc::new(SearchIndex::load(&path)?);
         Ok((universe, questions, index))
     }
@@ -75,7 +75,7 @@ pub fn run(args: Args) -> Result<()> {
             *reasons.entry(reason.to_owned()).or_default() += 1;
         }
     }
-    crate::io::write_jsonl(&args.out, &trajectories)?;
+    rulegym::io::write_jsonl(&args.out, &trajectories)?;
     println!(
         "{perfect} of {} oracle trajectories replay to F1 = 1 ({:.1}%)",
         questions.len(),

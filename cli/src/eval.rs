@@ -1,16 +1,16 @@
 //! `rulegym eval`: play the search environment against an OpenAI-compatible chat endpoint and
 //! write trajectories, a JSON report, SVG plots and report.html.
 
-use crate::Result;
-use crate::cli::oracle::SearchData;
-use crate::env::eval::{
+use crate::oracle::SearchData;
+use rulegym::Result;
+use rulegym::env::eval::{
     EndpointPolicy, EvalConfig, EvalReport, RunInfo, Sampling, compare, evaluate, report,
     write_comparison, write_outputs,
 };
-use crate::env::search::SearchEnvConfig;
-use crate::llm::openai::{OpenAiBackend, OpenAiConfig};
-use crate::llm::{CacheMode, CachedBackend, LlmBackend};
-use crate::preset::{EnvPreset, SamplingPreset, Stage};
+use rulegym::env::search::SearchEnvConfig;
+use rulegym::llm::openai::{OpenAiBackend, OpenAiConfig};
+use rulegym::llm::{CacheMode, CachedBackend, LlmBackend};
+use rulegym::preset::{EnvPreset, SamplingPreset, Stage};
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -109,7 +109,7 @@ pub struct Args {
 /// against the endpoint.
 pub fn run(args: Args) -> Result<()> {
     if !(args.timeout.is_finite() && args.timeout > 0.0) {
-        return Err(crate::Error::Config(format!(
+        return Err(rulegym::Error::Config(format!(
             "--timeout must be a positive number of seconds, got {}",
             args.timeout
         )));
@@ -136,7 +136,7 @@ pub fn run(args: Args) -> Result<()> {
             Arc::new(CachedBackend::new(inner, dir, mode))
         }
         None if args.replay_only => {
-            return Err(crate::Error::Config(
+            return Err(rulegym::Error::Config(
                 "--replay-only needs --cache DIR (the recorded exchanges)".into(),
             ));
         }
@@ -185,7 +185,7 @@ pub fn run(args: Args) -> Result<()> {
         seed: args.seed,
     };
     sampling.validate()?;
-    let tokens = crate::env::tokens::counter(args.tokenizer.as_deref())?;
+    let tokens = rulegym::env::tokens::counter(args.tokenizer.as_deref())?;
     let client = EndpointPolicy::new(backend, sampling.clone())?;
     let config = EvalConfig {
         env,
@@ -202,14 +202,14 @@ pub fn run(args: Args) -> Result<()> {
     }
     let done = AtomicUsize::new(0);
     let total = questions.len();
-    let progress = |_: &crate::env::eval::EpisodeRecord| {
+    let progress = |_: &rulegym::env::eval::EpisodeRecord| {
         let n = done.fetch_add(1, Ordering::Relaxed) + 1;
         if n.is_multiple_of(50) || n == total {
             eprintln!("{n}/{total} episodes");
         }
     };
     let records = evaluate(&universe, &questions, index, &client, &config, &progress)?;
-    let url = crate::llm::openai::completions_url(&args.endpoint);
+    let url = rulegym::llm::openai::completions_url(&args.endpoint);
     let run = RunInfo {
         label: args.label.clone().unwrap_or_else(|| args.model.clone()),
         sampling_preset: args.sampling_preset.clone(),
@@ -241,7 +241,7 @@ pub fn run(args: Args) -> Result<()> {
         args.out.join("report.html").display()
     );
     if o.errors > 0 {
-        return Err(crate::Error::Config(format!(
+        return Err(rulegym::Error::Config(format!(
             "{} of {} episodes failed against the endpoint (see trajectories.jsonl)",
             o.errors, o.n
         )));
@@ -274,19 +274,19 @@ pub fn run_compare(args: CompareArgs) -> Result<()> {
     for spec in &args.runs {
         let (group, dir) = spec
             .split_once('=')
-            .ok_or_else(|| crate::Error::Config(format!("--run {spec:?}: expected GROUP=DIR")))?;
+            .ok_or_else(|| rulegym::Error::Config(format!("--run {spec:?}: expected GROUP=DIR")))?;
         if group.is_empty() {
-            return Err(crate::Error::Config(format!(
+            return Err(rulegym::Error::Config(format!(
                 "--run {spec:?}: the group name is empty"
             )));
         }
         let path = std::path::Path::new(dir).join("report.json");
-        let bytes = std::fs::read(&path).map_err(|source| crate::Error::Io {
+        let bytes = std::fs::read(&path).map_err(|source| rulegym::Error::Io {
             context: format!("reading {}", path.display()),
             source,
         })?;
         let report: EvalReport =
-            serde_json::from_slice(&bytes).map_err(|source| crate::Error::Json {
+            serde_json::from_slice(&bytes).map_err(|source| rulegym::Error::Json {
                 context: format!("parsing {}", path.display()),
                 source,
             })?;

@@ -1,16 +1,16 @@
 //! `rulegym tools`: score a saved tool-use conversation against its task's rubric, or play an
 //! agent model (OpenAI-compatible endpoint) through tool-use tasks.
 
-use crate::Result;
-use crate::llm::openai::{OpenAiBackend, OpenAiConfig, api_key_from_env};
-use crate::llm::{CacheMode, CachedBackend, ChatMessage, LlmBackend, SchemaFormat};
-use crate::tooluse::env::{ToolEnvConfig, play_episode, trajectory_from_messages};
-use crate::tooluse::rubric::agreement::AgreementReport;
-use crate::tooluse::rubric::judge::LlmJudge;
-use crate::tooluse::rubric::{ItemJudge, RewardVariant, RubricScorer, ScoreBy, ScoreConfig};
-use crate::tooluse::simulation::{Simulation, SimulationConfig};
-use crate::tooluse::task::{TaskError, ValidateOptions, load_tasks};
-use crate::tooluse::user::UserKind;
+use rulegym::Result;
+use rulegym::llm::openai::{OpenAiBackend, OpenAiConfig, api_key_from_env};
+use rulegym::llm::{CacheMode, CachedBackend, ChatMessage, LlmBackend, SchemaFormat};
+use rulegym::tooluse::env::{ToolEnvConfig, play_episode, trajectory_from_messages};
+use rulegym::tooluse::rubric::agreement::AgreementReport;
+use rulegym::tooluse::rubric::judge::LlmJudge;
+use rulegym::tooluse::rubric::{ItemJudge, RewardVariant, RubricScorer, ScoreBy, ScoreConfig};
+use rulegym::tooluse::simulation::{Simulation, SimulationConfig};
+use rulegym::tooluse::task::{TaskError, ValidateOptions, load_tasks};
+use rulegym::tooluse::user::UserKind;
 use serde_json::{Value, json};
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -180,7 +180,7 @@ pub struct AgreeArgs {
 
 fn variant(name: &str) -> Result<RewardVariant> {
     serde_json::from_value(json!(name)).map_err(|_| {
-        crate::Error::Config(format!(
+        rulegym::Error::Config(format!(
             "unknown reward variant {name:?} (paper, peer-weighted, peer-strict)"
         ))
     })
@@ -198,11 +198,11 @@ pub fn run(args: Args) -> Result<()> {
 }
 
 fn read_messages(path: &PathBuf) -> Result<Vec<ChatMessage>> {
-    let text = std::fs::read_to_string(path).map_err(|source| crate::Error::Io {
+    let text = std::fs::read_to_string(path).map_err(|source| rulegym::Error::Io {
         context: format!("reading {}", path.display()),
         source,
     })?;
-    let json_err = |source| crate::Error::Json {
+    let json_err = |source| rulegym::Error::Json {
         context: format!("parsing {}", path.display()),
         source,
     };
@@ -263,7 +263,7 @@ fn score_config(variant_name: &str, by: &str) -> Result<ScoreConfig> {
         "rules" => ScoreBy::Rules,
         "judge" => ScoreBy::Judge,
         other => {
-            return Err(crate::Error::Config(format!(
+            return Err(rulegym::Error::Config(format!(
                 "unknown reward source {other:?} (rules, judge)"
             )));
         }
@@ -276,21 +276,21 @@ fn score_config(variant_name: &str, by: &str) -> Result<ScoreConfig> {
 }
 
 fn play(args: PlayArgs) -> Result<()> {
-    let stage: crate::preset::Stage = args.stage.parse()?;
+    let stage: rulegym::preset::Stage = args.stage.parse()?;
     let mut env_config = match &args.preset {
-        Some(name) => crate::preset::EnvPreset::named(name)?.tooluse(stage)?,
+        Some(name) => rulegym::preset::EnvPreset::named(name)?.tooluse(stage)?,
         None => ToolEnvConfig::default(),
     };
     if let Some(name) = &args.protocol {
         env_config.protocol = serde_json::from_value(json!(name)).map_err(|_| {
-            crate::Error::Config(format!("unknown protocol {name:?} (openai, hermes)"))
+            rulegym::Error::Config(format!("unknown protocol {name:?} (openai, hermes)"))
         })?;
     }
     if let Some(t) = args.max_turns {
         env_config.max_turns = t;
     }
     env_config.validate()?;
-    let user: UserKind = args.user.parse().map_err(crate::Error::Config)?;
+    let user: UserKind = args.user.parse().map_err(rulegym::Error::Config)?;
     let score = score_config(&args.variant, &args.reward)?;
     let tasks = load_tasks(&args.tasks, ValidateOptions::default())?;
     let connections = args.concurrency.max(1) * 2;
@@ -350,7 +350,7 @@ fn play(args: PlayArgs) -> Result<()> {
     let pool = rayon::ThreadPoolBuilder::new()
         .num_threads(args.concurrency.max(1))
         .build()
-        .map_err(|e| crate::Error::Config(format!("thread pool: {e}")))?;
+        .map_err(|e| rulegym::Error::Config(format!("thread pool: {e}")))?;
     let episodes: Vec<Result<Value>> = pool.install(|| {
         use rayon::prelude::*;
         tasks
@@ -382,7 +382,7 @@ fn play(args: PlayArgs) -> Result<()> {
         lines.push('\n');
     }
     let path = args.out.join("trajectories.jsonl");
-    crate::io::write_file_atomic(&path, lines.as_bytes())?;
+    rulegym::io::write_file_atomic(&path, lines.as_bytes())?;
     let mean = if rewards.is_empty() {
         0.0
     } else {
@@ -398,10 +398,11 @@ fn play(args: PlayArgs) -> Result<()> {
 
 fn agree(args: AgreeArgs) -> Result<()> {
     let tasks = load_tasks(&args.tasks, ValidateOptions::default())?;
-    let text = std::fs::read_to_string(&args.trajectories).map_err(|source| crate::Error::Io {
-        context: format!("reading {}", args.trajectories.display()),
-        source,
-    })?;
+    let text =
+        std::fs::read_to_string(&args.trajectories).map_err(|source| rulegym::Error::Io {
+            context: format!("reading {}", args.trajectories.display()),
+            source,
+        })?;
     let inner = match (&args.judge_endpoint, args.replay_only) {
         (_, true) => None,
         (Some(endpoint), false) => Some(client(
@@ -411,7 +412,7 @@ fn agree(args: AgreeArgs) -> Result<()> {
             args.schema_format.parse()?,
         )?),
         (None, false) => {
-            return Err(crate::Error::Config(
+            return Err(rulegym::Error::Config(
                 "--judge-endpoint is required unless --replay-only".into(),
             ));
         }
@@ -434,7 +435,7 @@ fn agree(args: AgreeArgs) -> Result<()> {
             continue;
         }
         let context = format!("{}:{}", args.trajectories.display(), i + 1);
-        let episode: Value = serde_json::from_str(line).map_err(|source| crate::Error::Json {
+        let episode: Value = serde_json::from_str(line).map_err(|source| rulegym::Error::Json {
             context: context.clone(),
             source,
         })?;
@@ -445,14 +446,14 @@ fn agree(args: AgreeArgs) -> Result<()> {
             .ok_or_else(|| TaskError::NotFound(id.to_owned()))?;
         let world = Arc::new(task.clone().compile(ValidateOptions::default())?);
         let messages: Vec<ChatMessage> = serde_json::from_value(episode["messages"].clone())
-            .map_err(|source| crate::Error::Json { context, source })?;
+            .map_err(|source| rulegym::Error::Json { context, source })?;
         let trajectory = trajectory_from_messages(&world, &messages)?;
         let by_rules = rules.score(&world.task, &world.program, &trajectory, None)?;
         let by_judge = judged.score(&world.task, &world.program, &trajectory, Some(&judge));
         report.add(id, &by_rules, by_judge.map_err(|e| e.to_string()));
     }
     let json = serde_json::to_vec_pretty(&report).unwrap_or_default();
-    crate::io::write_file_atomic(&args.out.join("agreement.json"), &json)?;
+    rulegym::io::write_file_atomic(&args.out.join("agreement.json"), &json)?;
     println!("{}", report.markdown());
     Ok(())
 }

@@ -1,7 +1,7 @@
 //! `rulegym mcp`: serve a dataset's search tools, or one tool-use task, to MCP clients over stdio
 //! or streamable HTTP (feature `mcp`, part of `cli`).
 
-use crate::Result;
+use rulegym::Result;
 use std::path::PathBuf;
 
 /// Flags of `rulegym mcp`.
@@ -53,11 +53,11 @@ pub struct Args {
 
 /// Runs `rulegym mcp` until the client disconnects (stdio) or the process is stopped (http).
 pub fn run(args: Args) -> Result<()> {
-    use crate::mcp::{SearchWorld, TaskWorld, World};
-    use crate::tooluse::env::ToolEnvConfig;
+    use rulegym::mcp::{SearchWorld, TaskWorld, World};
+    use rulegym::tooluse::env::ToolEnvConfig;
     use std::sync::Arc;
     if args.transport != "stdio" && args.transport != "http" {
-        return Err(crate::Error::Config(format!(
+        return Err(rulegym::Error::Config(format!(
             "unknown transport {:?} (stdio, http)",
             args.transport
         )));
@@ -77,7 +77,7 @@ pub fn run(args: Args) -> Result<()> {
         )?
         .into(),
         (None, None) => {
-            return Err(crate::Error::Config(
+            return Err(rulegym::Error::Config(
                 "give --dataset DIR or --tasks FILE".into(),
             ));
         }
@@ -85,10 +85,10 @@ pub fn run(args: Args) -> Result<()> {
     let limits = args.sessions.limits()?;
     let world = Arc::new(world);
     if args.transport == "stdio" {
-        crate::mcp::serve_stdio(world)
+        rulegym::mcp::serve_stdio(world)
     } else {
         let addr = format!("{}:{}", args.host, args.port);
-        crate::mcp::serve_http(world, &addr, &args.allow_host, limits, |local| {
+        rulegym::mcp::serve_http(world, &addr, &args.allow_host, limits, |local| {
             eprintln!("serving MCP (streamable HTTP) on http://{local}/mcp");
         })
     }

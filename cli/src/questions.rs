@@ -1,11 +1,11 @@
 //! `rulegym questions`: more question sets for an existing universe directory.
 
-use crate::Result;
-use crate::dataset::build::article_index;
-use crate::dataset::load_universe;
-use crate::engine::Engine;
-use crate::env::oracle::Certifier;
-use crate::question::{self, AnchorStrategy, Comparison, Family, QuestionConfig, Sampler};
+use rulegym::Result;
+use rulegym::dataset::build::article_index;
+use rulegym::dataset::load_universe;
+use rulegym::engine::Engine;
+use rulegym::env::oracle::Certifier;
+use rulegym::question::{self, AnchorStrategy, Comparison, Family, QuestionConfig, Sampler};
 use std::path::PathBuf;
 
 /// Question-generation flags, shared by `generate` and `questions`. Each flag overrides the
@@ -148,10 +148,10 @@ pub fn run(args: Args) -> Result<()> {
         .apply(QuestionConfig::default(), universe.config.seed, easy_mode);
     config.validate()?;
     let engine = Engine::with_facts(&universe.facts())?;
-    let index = article_index(&crate::corpus::articles(&universe))?;
+    let index = article_index(&rulegym::corpus::articles(&universe))?;
     let certifier = Certifier::new(&universe, &index, config.solvability)?;
     let (questions, report) = question::generate(&universe, &engine, &config, Some(&certifier))?;
-    crate::io::write_jsonl(&args.out, &questions)?;
+    rulegym::io::write_jsonl(&args.out, &questions)?;
     if !args.quiet {
         eprint!("{}", question::balance::grid(&questions));
         eprintln!(

@@ -1,10 +1,10 @@
 //! `rulegym tools generate` and `rulegym tools oracle`: rule-generated tool worlds from a
 //! universe, and replays of their reference solutions in the tool environment.
 
-use crate::Result;
-use crate::tooluse::rubric::{RubricScorer, ScoreConfig};
-use crate::tooluse::rulegen::{RuleGenConfig, generate, replay_oracle};
-use crate::tooluse::task::Task;
+use rulegym::Result;
+use rulegym::tooluse::rubric::{RubricScorer, ScoreConfig};
+use rulegym::tooluse::rulegen::{RuleGenConfig, generate, replay_oracle};
+use rulegym::tooluse::task::Task;
 use serde_json::json;
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -55,7 +55,7 @@ pub struct OracleArgs {
 }
 
 fn range(name: &str, text: &str) -> Result<(usize, usize)> {
-    let bad = || crate::Error::Config(format!("--{name}: expected N or MIN..MAX, got {text:?}"));
+    let bad = || rulegym::Error::Config(format!("--{name}: expected N or MIN..MAX, got {text:?}"));
     let parse = |s: &str| s.trim().parse::<usize>().map_err(|_| bad());
     match text.split_once("..") {
         Some((a, b)) => Ok((parse(a)?, parse(b.trim_start_matches('='))?)),
@@ -69,7 +69,7 @@ fn range(name: &str, text: &str) -> Result<(usize, usize)> {
 /// Runs `rulegym tools generate`.
 pub fn run_generate(args: GenerateArgs) -> Result<()> {
     let start = Instant::now();
-    let universe = crate::dataset::load_universe(&args.universe)?;
+    let universe = rulegym::dataset::load_universe(&args.universe)?;
     let config = RuleGenConfig {
         seed: args.seed,
         hops: range("hops", &args.hops)?,
@@ -79,7 +79,7 @@ pub fn run_generate(args: GenerateArgs) -> Result<()> {
         ..RuleGenConfig::default()
     };
     let tasks = generate(&universe, &config, args.count)
-        .map_err(|e| crate::Error::Config(e.to_string()))?;
+        .map_err(|e| rulegym::Error::Config(e.to_string()))?;
     let mut text = String::new();
     let mut hops = BTreeMap::new();
     let mut slots = BTreeMap::new();
@@ -91,14 +91,14 @@ pub fn run_generate(args: GenerateArgs) -> Result<()> {
             .or_insert(0usize) += 1;
         ambiguous += usize::from(w.candidates.len() > 1);
         text.push_str(
-            &serde_json::to_string(&w.task).map_err(|source| crate::Error::Json {
+            &serde_json::to_string(&w.task).map_err(|source| rulegym::Error::Json {
                 context: "serializing a task".into(),
                 source,
             })?,
         );
         text.push('\n');
     }
-    crate::io::write_file_atomic(&args.out, text.as_bytes())?;
+    rulegym::io::write_file_atomic(&args.out, text.as_bytes())?;
     println!(
         "{}",
         json!({
@@ -114,14 +114,14 @@ pub fn run_generate(args: GenerateArgs) -> Result<()> {
 }
 
 fn read_tasks(path: &PathBuf) -> Result<Vec<Task>> {
-    let bytes = std::fs::read(path).map_err(|source| crate::Error::Io {
+    let bytes = std::fs::read(path).map_err(|source| rulegym::Error::Io {
         context: format!("reading {}", path.display()),
         source,
     })?;
-    crate::io::jsonl_records::<Task>(&bytes)
+    rulegym::io::jsonl_records::<Task>(&bytes)
         .map(|(line, task)| {
             task.map_err(|e| {
-                crate::Error::Config(format!("{}:{line}: parsing task: {e}", path.display()))
+                rulegym::Error::Config(format!("{}:{line}: parsing task: {e}", path.display()))
             })
         })
         .collect()
@@ -138,7 +138,7 @@ pub fn run_oracle(args: OracleArgs) -> Result<()> {
     let pool = rayon::ThreadPoolBuilder::new()
         .num_threads(threads)
         .build()
-        .map_err(|e| crate::Error::Config(format!("thread pool: {e}")))?;
+        .map_err(|e| rulegym::Error::Config(format!("thread pool: {e}")))?;
     let lines: Vec<Result<(f64, String)>> = pool.install(|| {
         use rayon::prelude::*;
         tasks
@@ -148,9 +148,9 @@ pub fn run_oracle(args: OracleArgs) -> Result<()> {
                 |scorer, task| {
                     let scorer = scorer
                         .as_ref()
-                        .map_err(|e| crate::Error::Rubric(e.clone()))?;
+                        .map_err(|e| rulegym::Error::Rubric(e.clone()))?;
                     let episode = replay_oracle(task, scorer.clone())
-                        .map_err(|e| crate::Error::Config(e.to_string()))?;
+                        .map_err(|e| rulegym::Error::Config(e.to_string()))?;
                     let line = json!({
                         "id": episode.id,
                         "messages": episode.messages,
@@ -172,7 +172,7 @@ pub fn run_oracle(args: OracleArgs) -> Result<()> {
         text.push_str(&line);
         text.push('\n');
     }
-    crate::io::write_file_atomic(&args.out, text.as_bytes())?;
+    rulegym::io::write_file_atomic(&args.out, text.as_bytes())?;
     let secs = start.elapsed().as_secs_f64();
     println!(
         "{}",
