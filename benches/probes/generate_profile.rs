@@ -1,24 +1,12 @@
 //! Profile of `rulegym generate`'s stages, for the PhantomWiki comparison
 //! (scripts/compare-phantomwiki.sh): engine start, fact consult, sampling, and engine
-//! verification (one query per question, scryer's fixed per-query cost, and all questions as one
-//! batched query).
+//! verification (one query per question, scryer's fixed per-query cost, and the questions in
+//! batches of 16 and 100 through `Query::evaluate_batch`, as `generate` verifies them).
 //! `cargo run --release --example generate_profile -- TREES PER_TEMPLATE`.
-use rulegym::engine::{Engine, Term, Var};
+use rulegym::engine::{Engine, Term};
 use rulegym::question::{self, QuestionConfig};
 use rulegym::universe::{Universe, UniverseConfig};
 use std::time::Instant;
-
-/// The term with every variable renamed `Q{i}_{name}`, so many goals can share one query.
-fn rename(term: &Term, i: usize) -> Term {
-    match term {
-        Term::Var(v) => Term::Var(Var::new(format!("Q{i}_{}", v.name())).expect("valid")),
-        Term::Compound(f, args) => {
-            Term::Compound(f.clone(), args.iter().map(|a| rename(a, i)).collect())
-        }
-        Term::List(items) => Term::List(items.iter().map(|a| rename(a, i)).collect()),
-        other => other.clone(),
-    }
-}
 
 fn main() -> rulegym::Result<()> {
     let mut args = std::env::args().skip(1).map(|a| a.parse::<usize>().ok());
@@ -97,22 +85,18 @@ fn main() -> rulegym::Result<()> {
         "same number of `true` queries: {trivial:.3} s ({:.3} ms per query: scryer's fixed cost)",
         1e3 * trivial / questions.len() as f64
     );
-    let t = Instant::now();
-    let mut goals = Vec::new();
-    let mut vars = Vec::new();
-    for (i, q) in questions.iter().enumerate() {
-        let (goal, answer) = q.plan.goal()?;
-        goals.push(rename(&goal, i));
-        vars.push(Var::new(format!("Q{i}_{}", answer.name())).expect("valid"));
+    for size in [16, 100] {
+        let plans: Vec<&rulegym::question::Query> = questions.iter().map(|q| &q.plan).collect();
+        let t = Instant::now();
+        let mut answered = 0;
+        for chunk in plans.chunks(size) {
+            answered += rulegym::question::Query::evaluate_batch(chunk, &engine)?.len();
+        }
+        let batched = t.elapsed().as_secs_f64();
+        println!(
+            "all questions, Query::evaluate_batch of {size}: {batched:.3} s ({answered} answered, {:.3} ms per question)",
+            1e3 * batched / questions.len() as f64
+        );
     }
-    let mut rows = 0;
-    for (goals, vars) in goals.chunks(100).zip(vars.chunks(100)) {
-        rows += engine.query(&Term::and(goals.to_vec()), vars)?.len();
-    }
-    let batched = t.elapsed().as_secs_f64();
-    println!(
-        "all questions in queries of 100 goals: {batched:.3} s ({rows} rows, {:.3} ms per question)",
-        1e3 * batched / questions.len() as f64
-    );
     Ok(())
 }

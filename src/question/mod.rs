@@ -631,6 +631,10 @@ pub fn propose_all(
     })
 }
 
+/// Questions verified per engine call: large enough that scryer's fixed cost per query
+/// (~0.1 ms) is paid rarely, small enough that the engines share the work evenly.
+const VERIFY_BATCH: usize = 16;
+
 /// Phase 2: runs every proposal's query on the engines (in parallel, from a shared queue) and
 /// takes the engine's answers as gold. A disagreement with the native screen is a bug in the rule
 /// base or the evaluator, and fails generation loudly rather than writing a doubtful answer.
@@ -648,8 +652,9 @@ pub fn verify(
         ));
     }
     // Engines pull small batches from a shared queue, so one engine never idles while another
-    // still holds a slow part; every question keeps its position, so order is unaffected.
-    let queue = std::sync::Mutex::new(questions.chunks_mut(4));
+    // still holds a slow part; every question keeps its position, so order is unaffected. Each
+    // batch is one engine call (`Query::evaluate_batch`: scryer's fixed cost per query paid once).
+    let queue = std::sync::Mutex::new(questions.chunks_mut(VERIFY_BATCH));
     std::thread::scope(|scope| {
         let workers: Vec<_> = engines
             .iter()
@@ -660,8 +665,9 @@ pub fn verify(
                         let Some(batch) = queue.lock().expect("not poisoned").next() else {
                             return Ok(());
                         };
-                        for q in batch {
-                            let gold = q.plan.evaluate(engine)?;
+                        let plans: Vec<&Query> = batch.iter().map(|q| &q.plan).collect();
+                        let golds = Query::evaluate_batch(&plans, engine)?;
+                        for (q, gold) in batch.iter_mut().zip(golds) {
                             if gold != q.answers {
                                 return Err(QueryError::OracleMismatch {
                                     question: q.question.clone(),

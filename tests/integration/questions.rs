@@ -291,3 +291,50 @@ fn default_questions_are_golden() {
         );
     }
 }
+
+/// Verification in batches (one engine call for many queries) gives each query the answers it
+/// gets alone, for every family's questions, a query with no answer included, at any batch size;
+/// a batch holding a query that cannot be compiled fails with that query's own error.
+#[test]
+fn batched_evaluation_equals_one_query_at_a_time() {
+    let w = world(true);
+    let config = QuestionConfig {
+        per_template: 3,
+        families: Family::ALL.to_vec(),
+        ..Default::default()
+    };
+    let proposals = question::propose_all(&w.universe, &config, None).unwrap();
+    let mut plans: Vec<Query> = proposals
+        .questions()
+        .iter()
+        .map(|q| q.plan.clone())
+        .collect();
+    assert!(plans.len() > 100, "{} questions", plans.len());
+    // A query with no answer: a chain from a name nobody has.
+    let nobody = rulegym::question::Chain {
+        anchor: rulegym::question::Anchor::Name("Nobody In This Universe".into()),
+        steps: vec![rulegym::question::ChainStep::Hop("father".into())],
+    };
+    plans.push(Query::Who(nobody));
+    let refs: Vec<&Query> = plans.iter().collect();
+    let one_at_a_time: Vec<_> = plans
+        .iter()
+        .map(|q| q.evaluate(&w.engine).unwrap())
+        .collect();
+    for size in [2, 7, 16, refs.len()] {
+        let batched: Vec<_> = refs
+            .chunks(size)
+            .flat_map(|chunk| Query::evaluate_batch(chunk, &w.engine).unwrap())
+            .collect();
+        assert_eq!(batched, one_at_a_time, "batches of {size}");
+    }
+    assert_eq!(one_at_a_time.last().unwrap(), &Vec::<String>::new());
+
+    // An unknown relation is refused before the engine runs, as for one query.
+    let bad = Query::HowMany(plans[0].chains()[0].clone(), "no_such_relation".into());
+    let err = Query::evaluate_batch(&[&plans[0], &bad], &w.engine).unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        bad.evaluate(&w.engine).unwrap_err().to_string()
+    );
+}
