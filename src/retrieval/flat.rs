@@ -236,7 +236,7 @@ impl FlatIndex {
     }
 
     /// The same hits as [`search`](Self::search), bit for bit, computed from each query's
-    /// non-zero values only ([`kernel::sparse_block`]): for sparse queries (a name or a short
+    /// non-zero values only ([`kernel::sparse_blocks`]): for sparse queries (a name or a short
     /// phrase under the built-in hashed encoder: ~20 of 512 values) it does a few percent of
     /// the dense scan's arithmetic. Queries go in groups over rayon's global pool; each group
     /// walks the index in cache-sized chunks of blocks, so a chunk is read from memory once
@@ -294,19 +294,11 @@ impl FlatIndex {
             .collect())
     }
 
-    /// Offers a block's scores (its first row `row0`) to `top`, in row order.
+    /// Offers a block's scores (its first row `row0`) to `top`, rows past the index's end left
+    /// out.
     #[inline]
     fn offer(&self, top: &mut TopK, row0: usize, scores: &[f32; BLOCK]) {
-        let valid = &scores[..(self.len - row0).min(BLOCK)];
-        let thr = top.threshold();
-        if valid.iter().all(|&s| s < thr) {
-            return;
-        }
-        for (lane, &s) in valid.iter().enumerate() {
-            if s >= thr {
-                top.push((row0 + lane) as u32, s);
-            }
-        }
+        offer_block(top, row0, &scores[..(self.len - row0).min(BLOCK)]);
     }
 
     /// Scans blocks `lo..hi` against all `m` queries.
@@ -339,16 +331,7 @@ impl FlatIndex {
                     let valid = (self.len - row0).min(nb * BLOCK);
                     for (t, scores) in tops[q0..q0 + mq].iter_mut().zip(out.iter()) {
                         for (c, chunk) in scores[..valid].chunks(BLOCK).enumerate() {
-                            let thr = t.threshold();
-                            let mut mask = 0u32;
-                            for (lane, &s) in chunk.iter().enumerate() {
-                                mask |= ((s >= thr) as u32) << lane;
-                            }
-                            while mask != 0 {
-                                let lane = mask.trailing_zeros() as usize;
-                                mask &= mask - 1;
-                                t.push((row0 + c * BLOCK + lane) as u32, chunk[lane]);
-                            }
+                            offer_block(t, row0 + c * BLOCK, chunk);
                         }
                     }
                     b += nb;
@@ -358,6 +341,23 @@ impl FlatIndex {
             c0 = c1;
         }
         tops
+    }
+}
+
+/// Offers the scores of up to one block's rows (the first is row `row0`) to `top`: every lane at
+/// or above the threshold as it stood before the block, in row order (the dense and the sparse
+/// search share it, so they keep the same hits on ties).
+#[inline]
+fn offer_block(top: &mut TopK, row0: usize, scores: &[f32]) {
+    let thr = top.threshold();
+    let mut mask = 0u32;
+    for (lane, &s) in scores.iter().enumerate() {
+        mask |= ((s >= thr) as u32) << lane;
+    }
+    while mask != 0 {
+        let lane = mask.trailing_zeros() as usize;
+        mask &= mask - 1;
+        top.push((row0 + lane) as u32, scores[lane]);
     }
 }
 

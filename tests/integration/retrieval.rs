@@ -8,6 +8,17 @@ use rulegym::retrieval::{
 };
 use std::sync::Arc;
 
+/// Hits as (row, score bits): equal only when the scores are bit-identical.
+fn bits(hits: Vec<Vec<rulegym::retrieval::Hit>>) -> Vec<Vec<(u32, u32)>> {
+    hits.into_iter()
+        .map(|h| {
+            h.into_iter()
+                .map(|h| (h.index, h.score.to_bits()))
+                .collect()
+        })
+        .collect()
+}
+
 fn fixture(name: &str) -> std::path::PathBuf {
     crate::repo().join("tests/fixtures").join(name)
 }
@@ -74,9 +85,6 @@ proptest! {
         let data: Vec<f32> = (0..n * dim).map(|_| value(2)).collect();
         let queries: Vec<f32> = (0..m * dim).map(|_| value(6)).collect();
         let idx = FlatIndex::new(dim, &data).unwrap();
-        let bits = |hits: Vec<Vec<rulegym::retrieval::Hit>>| -> Vec<Vec<(u32, u32)>> {
-            hits.into_iter().map(|h| h.into_iter().map(|h| (h.index, h.score.to_bits())).collect()).collect()
-        };
         let dense = bits(idx.search(&queries, k).unwrap());
         prop_assert_eq!(bits(idx.search_sparse(&queries, k).unwrap()), dense.clone());
         prop_assert_eq!(bits(naive_search(dim, &data, &queries, k)), dense);
@@ -103,15 +111,6 @@ fn sparse_search_matches_dense_on_a_universe_index() {
         .encoder()
         .encode(&refs, rulegym::retrieval::Role::Query)
         .unwrap();
-    let bits = |hits: Vec<Vec<rulegym::retrieval::Hit>>| -> Vec<Vec<(u32, u32)>> {
-        hits.into_iter()
-            .map(|h| {
-                h.into_iter()
-                    .map(|h| (h.index, h.score.to_bits()))
-                    .collect()
-            })
-            .collect()
-    };
     let dense = bits(index.flat().search(&q, 3).unwrap());
     assert_eq!(bits(index.flat().search_sparse(&q, 3).unwrap()), dense);
     assert_eq!(dense.len(), texts.len());
