@@ -9,9 +9,9 @@
 use criterion::{BatchSize, Criterion, criterion_group, criterion_main};
 use rayon::prelude::*;
 use rulegym::env::Environment;
-use rulegym::env::oracle::replay;
-use rulegym::env::search::{Passage, Retriever, SearchEnv, SearchEnvConfig, SearchTask};
 use rulegym::question::QuestionConfig;
+use rulegym::search::oracle::replay;
+use rulegym::search::{Passage, Retriever, SearchEnv, SearchEnvConfig, SearchTask};
 use std::hint::black_box;
 use std::sync::Arc;
 use std::time::Duration;

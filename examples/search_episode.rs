@@ -5,8 +5,8 @@
 
 use rulegym::dataset::{self, BuildConfig};
 use rulegym::env::Environment;
-use rulegym::env::search::{SearchEnv, SearchEnvConfig, SearchTask};
 use rulegym::question::QuestionConfig;
+use rulegym::search::{SearchEnv, SearchEnvConfig, SearchTask};
 use rulegym::universe::UniverseConfig;
 
 fn main() -> rulegym::Result<()> {

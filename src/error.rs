@@ -40,11 +40,11 @@ pub enum Error {
     /// A dataset export failed.
     #[cfg(feature = "export")]
     #[error(transparent)]
-    Export(#[from] crate::env::export::ExportError),
+    Export(#[from] crate::export::ExportError),
     /// A model evaluation failed (endpoint, report).
     #[cfg(feature = "eval")]
     #[error(transparent)]
-    Eval(#[from] crate::env::eval::EvalError),
+    Eval(#[from] crate::eval::EvalError),
     /// Session limits are unusable (a network server).
     #[cfg(any(feature = "server", feature = "mcp"))]
     #[error(transparent)]

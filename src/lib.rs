@@ -16,6 +16,10 @@ pub mod dataset;
 pub mod engine;
 pub mod env;
 pub mod error;
+#[cfg(feature = "eval")]
+pub mod eval;
+#[cfg(feature = "export")]
+pub mod export;
 #[cfg(feature = "gpu")]
 pub mod gpu;
 pub mod grpo;
@@ -31,6 +35,7 @@ pub mod relations;
 pub mod retrieval;
 pub mod reward;
 pub mod rewardcheck;
+pub mod search;
 pub mod seed;
 #[cfg(any(feature = "server", feature = "mcp"))]
 pub mod sessions;

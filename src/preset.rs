@@ -8,8 +8,8 @@
 //! and, with feature `synth`, task-synthesis presets (`SynthPreset`, `presets/synth/*.json`:
 //! the settings of `rulegym synth` a paper states).
 
-use crate::env::search::SearchEnvConfig;
 use crate::question::QuestionConfig;
+use crate::search::SearchEnvConfig;
 use crate::tooluse::env::ToolEnvConfig;
 use crate::universe::UniverseConfig;
 use crate::{Error, Result};

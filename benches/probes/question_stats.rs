@@ -5,9 +5,9 @@
 //!
 //! `cargo run --release --example question_stats -- [trees] [per-cell] [easy|hard]`
 use rulegym::dataset::build::article_index;
-use rulegym::env::oracle::Certifier;
 use rulegym::question::{self, ChainStep, Family, QuestionConfig, Sampler};
 use rulegym::relations::relations;
+use rulegym::search::oracle::Certifier;
 use rulegym::universe::{Universe, UniverseConfig};
 use std::collections::BTreeMap;
 use std::time::Instant;

@@ -1,8 +1,8 @@
 //! Where question sampling spends its time: index build, certifier table, proposals with and
 //! without certificates. `cargo run --release --example sampling_profile -- [trees] [per-cell] [families]`
 use rulegym::dataset::build::article_index;
-use rulegym::env::oracle::Certifier;
 use rulegym::question::{self, QuestionConfig};
+use rulegym::search::oracle::Certifier;
 use rulegym::universe::{Universe, UniverseConfig};
 use std::time::Instant;
 

@@ -3,14 +3,14 @@
 
 use crate::oracle::SearchData;
 use rulegym::Result;
-use rulegym::env::eval::{
+use rulegym::eval::{
     EndpointPolicy, EvalConfig, EvalReport, RunInfo, Sampling, compare, evaluate, report,
     write_comparison, write_outputs,
 };
-use rulegym::env::search::SearchEnvConfig;
 use rulegym::llm::openai::{OpenAiBackend, OpenAiConfig};
 use rulegym::llm::{CacheMode, CachedBackend, LlmBackend};
 use rulegym::preset::{EnvPreset, SamplingPreset, Stage};
+use rulegym::search::SearchEnvConfig;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -202,7 +202,7 @@ pub fn run(args: Args) -> Result<()> {
     }
     let done = AtomicUsize::new(0);
     let total = questions.len();
-    let progress = |_: &rulegym::env::eval::EpisodeRecord| {
+    let progress = |_: &rulegym::eval::EpisodeRecord| {
         let n = done.fetch_add(1, Ordering::Relaxed) + 1;
         if n.is_multiple_of(50) || n == total {
             eprintln!("{n}/{total} episodes");

@@ -2,10 +2,10 @@
 //! rows (plus verl's tool and interaction configs for tool-use tasks).
 
 use rulegym::Result;
-use rulegym::env::export::{ExportFormat, ExportOptions, export};
-use rulegym::env::search::SearchEnvConfig;
+use rulegym::export::tooluse::{ToolExportOptions, export_tasks};
+use rulegym::export::{ExportFormat, ExportOptions, export};
 use rulegym::preset::{EnvPreset, Stage};
-use rulegym::tooluse::export::{ToolExportOptions, export_tasks};
+use rulegym::search::SearchEnvConfig;
 use rulegym::tooluse::task::{ValidateOptions, load_tasks};
 use std::path::PathBuf;
 

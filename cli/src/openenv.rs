@@ -52,8 +52,8 @@ pub struct Args {
 
 /// Runs `rulegym openenv` until the process is stopped.
 pub fn run(args: Args) -> Result<()> {
-    use rulegym::env::search::SearchEnvConfig;
     use rulegym::openenv::{SearchWorld, ServerConfig, TaskWorld, World, Worlds};
+    use rulegym::search::SearchEnvConfig;
     use rulegym::tooluse::env::ToolEnvConfig;
     let (name, worlds) = match (&args.dataset, &args.tasks) {
         (Some(dir), _) => {

@@ -3,10 +3,10 @@
 use rayon::prelude::*;
 use rulegym::Result;
 use rulegym::dataset::load_universe;
-use rulegym::env::oracle::replay;
-use rulegym::env::search::{Retriever, SearchEnvConfig};
 use rulegym::question::Question;
 use rulegym::retrieval::SearchIndex;
+use rulegym::search::oracle::replay;
+use rulegym::search::{Retriever, SearchEnvConfig};
 use rulegym::universe::Universe;
 use std::path::PathBuf;
 use std::sync::Arc;

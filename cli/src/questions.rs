@@ -4,8 +4,8 @@ use rulegym::Result;
 use rulegym::dataset::build::article_index;
 use rulegym::dataset::load_universe;
 use rulegym::engine::Engine;
-use rulegym::env::oracle::Certifier;
 use rulegym::question::{self, AnchorStrategy, Comparison, Family, QuestionConfig, Sampler};
+use rulegym::search::oracle::Certifier;
 use std::path::PathBuf;
 
 /// Question-generation flags, shared by `generate` and `questions`. Each flag overrides the

@@ -19,11 +19,11 @@ mod prelude {
     pub(crate) use pyo3::prelude::*;
     pub(crate) use pyo3::types::{PyBool, PyBytes, PyDict, PyFloat, PyList, PyString};
     pub(crate) use rulegym::env::Environment;
-    pub(crate) use rulegym::env::search::{self as search, Retriever, SearchEnvConfig, SearchTask};
     pub(crate) use rulegym::grpo::{self, GrpoConfig, GrpoStats, TokenBatch};
     pub(crate) use rulegym::question::{Question, QuestionConfig};
     pub(crate) use rulegym::retrieval::SearchIndex;
     pub(crate) use rulegym::reward::{self, ScoreMode};
+    pub(crate) use rulegym::search::{self as search, Retriever, SearchEnvConfig, SearchTask};
     pub(crate) use rulegym::universe::{Universe, UniverseConfig};
     pub(crate) use std::collections::BTreeMap;
     pub(crate) use std::path::{Path, PathBuf};

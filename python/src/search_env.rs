@@ -123,7 +123,7 @@ pub(crate) fn oracle<'py>(
             };
             questions
                 .iter()
-                .map(|q| rulegym::env::oracle::replay(&universe, retriever.clone(), &config, q))
+                .map(|q| rulegym::search::oracle::replay(&universe, retriever.clone(), &config, q))
                 .collect()
         })
         .map_err(err)?;

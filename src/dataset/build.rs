@@ -5,9 +5,9 @@
 
 use crate::corpus::{self, Article};
 use crate::engine::{Engine, FACT_PREDICATES, Term, Var};
-use crate::env::oracle::Certifier;
 use crate::question::{self, GenerationReport, Question, QuestionConfig};
 use crate::retrieval::{Document, EncoderChoice, IndexKind, SearchIndex};
+use crate::search::oracle::Certifier;
 use crate::universe::{Universe, UniverseConfig};
 use crate::{Error, Result};
 use std::path::Path;

@@ -1,15 +1,9 @@
-//! Multi-turn text environments with one step API: the search environment (Search-R1 protocol)
-//! and the tool-use environment share [`Step`], [`Span`] and the metadata conventions, so one
-//! trainer adapter and one conformance test serve both.
+//! The step API of rulegym's multi-turn text environments: the search environment
+//! ([`crate::search`], Search-R1 protocol) and the tool-use environment
+//! ([`crate::tooluse::env`]) share [`Environment`], [`Step`], [`Span`] and the metadata
+//! conventions, so one trainer adapter and one conformance test serve both; [`tokens`] counts
+//! the tokens their budgets are in.
 
-#[cfg(feature = "eval")]
-pub mod eval;
-#[cfg(feature = "eval")]
-pub mod eval_plot;
-#[cfg(feature = "export")]
-pub mod export;
-pub mod oracle;
-pub mod search;
 pub mod tokens;
 
 use serde::{Deserialize, Serialize};

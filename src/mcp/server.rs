@@ -5,8 +5,8 @@ use super::limits::{
 };
 use super::{SearchWorld, TaskWorld, World};
 use crate::env::Step;
-use crate::env::search::Passage;
 use crate::llm::ChatMessage;
+use crate::search::Passage;
 use crate::tooluse::env::{ToolEnv, openai_call};
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, GetPromptRequestParams,
@@ -362,7 +362,7 @@ fn call_search(
                     contents: d.contents.clone(),
                 })
                 .collect();
-            let text = crate::env::search::information(&passages);
+            let text = crate::search::information(&passages);
             let results: Vec<Value> = docs
                 .iter()
                 .map(|d| json!({"id": d.id, "title": d.title(), "contents": d.contents}))

@@ -6,10 +6,10 @@
 //! reached. Every tool call is one turn.
 
 use crate::env::Environment;
-use crate::env::search::SearchEnv;
 use crate::llm::ChatMessage;
 use crate::question::Question;
 use crate::retrieval::SearchIndex;
+use crate::search::SearchEnv;
 use crate::tooluse::env::{ToolEnv, openai_call};
 use serde_json::{Map, Value, json};
 use std::sync::Arc;

@@ -8,7 +8,7 @@
 //!   `MCPToolClient` creates its session over `/mcp` (`openenv/session/create`) and attaches
 //!   its WebSocket to it.
 //! - Search tools: `search(query)`, `get_article(title)`, `answer(answer)`; `answer` ends the
-//!   episode with the exact set F1 as the reward ([`crate::env::search::SearchEnv`]); every
+//!   episode with the exact set F1 as the reward ([`crate::search::SearchEnv`]); every
 //!   call is a turn, and the environment's turn cap ends an episode without an answer at 0.
 //! - Tool-use tools: the task's own, `ask_user` and `finish`; the reward is the rubric score
 //!   once the episode ends ([`crate::tooluse::env::ToolEnv`]).

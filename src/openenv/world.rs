@@ -3,9 +3,9 @@
 
 use super::OpenEnvError;
 use super::episode::{Episode, SearchEpisode, TaskEpisode};
-use crate::env::search::{SearchEnv, SearchEnvConfig, SearchTask};
 use crate::question::Question;
 use crate::retrieval::SearchIndex;
+use crate::search::{SearchEnv, SearchEnvConfig, SearchTask};
 use crate::tooluse::env::ToolEnvConfig;
 use crate::tooluse::rubric::{RubricScorer, ScoreConfig};
 use crate::tooluse::simulation::{Simulation, SimulationConfig};

@@ -295,7 +295,7 @@ pub struct Certificate {
 }
 
 /// Decides solvability (implemented over the search environment by
-/// [`crate::env::oracle::Certifier`]).
+/// [`crate::search::oracle::Certifier`]).
 pub trait Certify: Sync {
     /// The certificate of `query`, whose answers are `answers`, or `None` when the question
     /// is unsolvable and `unsolvable_too` is false (the sampler then rejects it and needs no

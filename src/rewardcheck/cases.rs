@@ -9,9 +9,9 @@
 use super::Property;
 use crate::dataset::Dataset;
 use crate::env::Environment;
-use crate::env::search::{NoRetrieval, SearchEnv, SearchEnvConfig, SearchTask};
 use crate::question::Question;
 use crate::reward::{ScoreMode, item_key};
+use crate::search::{NoRetrieval, SearchEnv, SearchEnvConfig, SearchTask};
 use crate::universe::Universe;
 use rand::Rng;
 use rand::seq::{IndexedRandom, SliceRandom};

@@ -7,9 +7,9 @@
 use proptest::prelude::*;
 use rulegym::dataset::phantomwiki;
 use rulegym::engine::{ReadLimits, read_clause, read_term};
-use rulegym::env::search::parse_action;
 use rulegym::llm::{ChatMessage, FunctionCall, ToolCall};
 use rulegym::reward::{ScoreMode, item_key, last_answer, normalize_squad, score};
+use rulegym::search::parse_action;
 use rulegym::tooluse::env::parse_assistant;
 use rulegym::tooluse::rubric::RubricProgram;
 use rulegym::tooluse::rubric::check::Checker;

@@ -4,9 +4,9 @@
 
 use proptest::prelude::*;
 use rulegym::dataset::{self, BuildConfig};
-use rulegym::env::oracle::replay;
-use rulegym::env::search::{Retriever, SearchEnvConfig};
 use rulegym::question::{self, Anchor, Chain, Family, Query, QuestionConfig, Sampler};
+use rulegym::search::oracle::replay;
+use rulegym::search::{Retriever, SearchEnvConfig};
 use rulegym::universe::{PersonId, Universe, UniverseConfig};
 use std::sync::Arc;
 

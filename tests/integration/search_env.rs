@@ -2,13 +2,13 @@
 
 use proptest::prelude::*;
 use rulegym::env::Environment;
-use rulegym::env::oracle::replay;
-use rulegym::env::search::{
+use rulegym::question::{self, QuestionConfig};
+use rulegym::reward::{ScoreMode, answer_set, normalize_squad, score};
+use rulegym::search::oracle::replay;
+use rulegym::search::{
     INVALID_ACTION, Passage, Retriever, SearchEnv, SearchEnvConfig, SearchTask, parse_action,
     truncate_action,
 };
-use rulegym::question::{self, QuestionConfig};
-use rulegym::reward::{ScoreMode, answer_set, normalize_squad, score};
 use std::sync::{Arc, OnceLock};
 
 /// A retriever that returns fixed passages (unit tests of the protocol only).

@@ -4,13 +4,13 @@
 
 use super::cli;
 use rulegym::dataset::load_universe;
-use rulegym::env::eval::{EvalReport, restore_stop};
-use rulegym::env::oracle::replay;
-use rulegym::env::search::{Retriever, SearchEnvConfig};
+use rulegym::eval::{EvalReport, restore_stop};
 use rulegym::io::read_jsonl;
 use rulegym::llm::openai::completions_url;
 use rulegym::question::Question;
 use rulegym::retrieval::SearchIndex;
+use rulegym::search::oracle::replay;
+use rulegym::search::{Retriever, SearchEnvConfig};
 use serde_json::{Value, json};
 use std::collections::HashMap;
 use std::io::{Read, Write};
@@ -433,13 +433,8 @@ fn stop_strings_and_urls() {
     );
 }
 
-fn record(
-    id: usize,
-    difficulty: u32,
-    f1: f64,
-    searches: usize,
-) -> rulegym::env::eval::EpisodeRecord {
-    rulegym::env::eval::EpisodeRecord {
+fn record(id: usize, difficulty: u32, f1: f64, searches: usize) -> rulegym::eval::EpisodeRecord {
+    rulegym::eval::EpisodeRecord {
         id: format!("q{id}"),
         family: "hops".into(),
         hops: difficulty as usize,
@@ -462,8 +457,8 @@ fn record(
     }
 }
 
-fn run_info(label: &str, people: usize) -> rulegym::env::eval::RunInfo {
-    rulegym::env::eval::RunInfo {
+fn run_info(label: &str, people: usize) -> rulegym::eval::RunInfo {
+    rulegym::eval::RunInfo {
         label: label.into(),
         temperature: 1.0,
         top_p: Some(1.0),
@@ -585,9 +580,7 @@ fn rendered_in_chromium(page: &Path) -> Option<String> {
 /// schemas, deterministic bytes, and every figure rendered by a real browser.
 #[test]
 fn eval_report_errors_comparison_schema_and_browser() {
-    use rulegym::env::eval::{
-        REPORT_SCHEMA_VERSION, compare, report, write_comparison, write_outputs,
-    };
+    use rulegym::eval::{REPORT_SCHEMA_VERSION, compare, report, write_comparison, write_outputs};
     let dir = tempfile::tempdir().unwrap();
     // Run a: difficulty 1 -> F1 {1, 0, 1, 1}, difficulty 2 -> {0, 1}; searches 1 / 3.
     let a: Vec<_> = [(1, 1.0), (1, 0.0), (1, 1.0), (1, 1.0), (2, 0.0), (2, 1.0)]
@@ -648,7 +641,7 @@ fn eval_report_errors_comparison_schema_and_browser() {
     assert!((g.overall.f1_se_seeds - (4.0 / 6.0 - 0.5) / 2.0).abs() < 1e-12);
     // Pooled over the 12 questions: values {1,0,1,1,0,1} and six 0.5s.
     let pooled: Vec<f64> = a.iter().chain(&b).map(|r| r.f1).collect();
-    let (_, pooled_se) = rulegym::env::eval::mean_se(&pooled);
+    let (_, pooled_se) = rulegym::eval::report::mean_se(&pooled);
     assert!((g.overall.f1_se_questions - pooled_se).abs() < 1e-12);
     let sizes: Vec<usize> = comparison
         .by_universe

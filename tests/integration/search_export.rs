@@ -2,9 +2,9 @@
 //! when the test venv exists, with pyarrow) and JSONL.
 
 use super::cli;
-use rulegym::env::export::{
-    ExportFormat, ExportOptions, export, read_parquet_json, row_json, rows,
-};
+use rulegym::export::parquet::read_parquet_json;
+use rulegym::export::search::{row_json, rows};
+use rulegym::export::{ExportFormat, ExportOptions, export};
 use rulegym::io::read_jsonl;
 use rulegym::question::Question;
 use serde_json::Value;

@@ -3,13 +3,14 @@
 //! prompts equal the environment's, and the bytes are deterministic.
 
 use rulegym::env::Environment;
-use rulegym::env::export::{ExportFormat, read_parquet_json};
-use rulegym::tooluse::env::{Protocol, ToolEnv, ToolEnvConfig};
-use rulegym::tooluse::export::{
+use rulegym::export::ExportFormat;
+use rulegym::export::parquet::read_parquet_json;
+use rulegym::export::tooluse::{
     ExportedTool, INTERACTION_NAME, SKYRL_TOOL_ENV, ToolExportOptions, VERL_INTERACTION_CLASS,
     VERL_TOOL_AGENT, VERL_TOOL_AGENT_CLASS, VERL_TOOL_CLASS, agent_loop_config_path, export_tasks,
     interaction_config_path, tool_config_path, tool_rows, verl_visible_schema,
 };
+use rulegym::tooluse::env::{Protocol, ToolEnv, ToolEnvConfig};
 use rulegym::tooluse::rubric::{RubricScorer, ScoreConfig};
 use rulegym::tooluse::task::{Task, ValidateOptions, load_tasks};
 use rulegym::tooluse::user::RuleUser;
@@ -449,7 +450,7 @@ fn task_export_with_the_synthagent_preset() {
 /// tasks with other tools get another; parquet and JSONL agree; no verl configs are written.
 #[test]
 fn trl_task_rows_read_back() {
-    use rulegym::tooluse::export::{TRL_TOOL_SYSTEM_PROMPT, trl_environment};
+    use rulegym::export::tooluse::{TRL_TOOL_SYSTEM_PROMPT, trl_environment};
     let dir = tempfile::tempdir().unwrap();
     let file = tasks_file(dir.path(), 6);
     let tasks = load_tasks(&file, ValidateOptions::default()).unwrap();

@@ -13,9 +13,13 @@
 //! and observations) would exceed N tokens. Tokens are counted by the episode's
 //! [`TokenCounter`] (the `ceil(chars / 4)` approximation unless a real tokenizer is given with
 //! [`SearchEnv::with_token_counter`]).
+//!
+//! [`oracle`] derives a question's oracle trajectory from its proof and replays it here.
 
-use super::tokens::{ApproxTokenCounter, TokenCounter};
-use super::{Environment, Message, Span, Step};
+pub mod oracle;
+
+use crate::env::tokens::{ApproxTokenCounter, TokenCounter};
+use crate::env::{Environment, Message, Span, Step};
 use crate::retrieval::SearchIndex;
 use crate::reward::{ScoreMode, score};
 use serde::{Deserialize, Serialize};

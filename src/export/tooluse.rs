@@ -41,12 +41,10 @@
 //! same tools share one environment class and TRL shows each row only its task's tools
 //! (`rulegym.trl.tool_environments`).
 
-use super::env::{Protocol, system_prompt};
+use super::parquet::{Column, PROMPT_SCHEMA, prompt_columns, str_column, write_columns};
+use super::{ExportError, ExportFormat, trainer_row};
 use crate::env::Message;
-use crate::env::export::{
-    Column, ExportError, ExportFormat, PROMPT_SCHEMA, prompt_columns, str_column, trainer_row,
-    write_columns,
-};
+use crate::tooluse::env::{Protocol, system_prompt};
 use crate::tooluse::task::Task;
 use serde_json::{Value, json};
 use std::collections::{BTreeMap, BTreeSet};

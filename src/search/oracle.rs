@@ -2,9 +2,8 @@
 //! set-at-a-time evaluation of the query walks through, answer the gold set. The environment
 //! replays each one; a trajectory that does not reach F1 = 1 names the retrieval misses.
 
-use super::search::{SearchEnv, SearchEnvConfig, SearchTask};
-use super::{Environment, Message};
-use crate::env::search::Retriever;
+use super::{Retriever, SearchEnv, SearchEnvConfig, SearchTask};
+use crate::env::{Environment, Message};
 use crate::question::{
     Anchor, Attr, Certificate, Certify, Chain, ChainStep, Query, Question, Solvability,
 };

@@ -10,77 +10,21 @@
 //! The ground truth is Search-R1's `{"target": [answers]}` shape, which both trainers' search
 //! reward functions read; the prompt is exactly what [`SearchEnv::reset`] returns.
 
-use super::search::{NoRetrieval, Retriever, SearchEnv, SearchEnvConfig, SearchTask};
-use super::{Environment, Message};
+use super::parquet::{
+    Column, PROMPT_SCHEMA, list_column, prompt_columns, str_column, write_columns,
+};
+use super::{ExportError, ExportFormat, trainer_row};
+use crate::env::{Environment, Message};
 use crate::question::Question;
-use parquet::basic::Compression;
-use parquet::data_type::{ByteArray, ByteArrayType, Int64Type};
-use parquet::file::properties::WriterProperties;
-use parquet::file::writer::SerializedFileWriter;
-use parquet::schema::parser::parse_message_type;
+use crate::search::{NoRetrieval, Retriever, SearchEnv, SearchEnvConfig, SearchTask};
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 use std::path::Path;
 use std::sync::Arc;
 
-/// Errors of the exporters.
-#[derive(Debug, thiserror::Error)]
-pub enum ExportError {
-    /// The parquet writer failed.
-    #[error("writing parquet {path}: {source}")]
-    Parquet {
-        /// The output file.
-        path: String,
-        /// The underlying error.
-        source: parquet::errors::ParquetError,
-    },
-    /// An unknown format name.
-    #[error("unknown export format {0:?} (verl, skyrl or trl)")]
-    UnknownFormat(String),
-    /// Nothing to export.
-    #[error("nothing to export (no questions or tasks)")]
-    Empty,
-    /// The rows do not fit the parquet schema (a bug in the exporter: please report it).
-    #[error("parquet schema and rows disagree: {0}")]
-    Schema(&'static str),
-    /// Writing a YAML config file failed.
-    #[error("writing YAML {path}: {message}")]
-    Yaml {
-        /// The output file.
-        path: String,
-        /// What failed.
-        message: String,
-    },
-}
-
-/// The trainer a file is for.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum ExportFormat {
-    /// verl (parquet rows with `reward_model`).
-    Verl,
-    /// SkyRL (rows with `env_class` and `reward_spec`).
-    Skyrl,
-    /// Hugging Face TRL (`GRPOTrainer`: flat task columns beside `prompt`, an `environment`
-    /// column naming the environment a row needs; `python/rulegym/trl.py`).
-    Trl,
-}
-
 /// The `environment` of every TRL search row (the key of `rulegym.trl.SearchEnvironment` in a
 /// `GRPOTrainer(environment_factory={...})` dictionary).
 pub const TRL_SEARCH_ENVIRONMENT: &str = "rulegym_search";
-
-impl std::str::FromStr for ExportFormat {
-    type Err = ExportError;
-    fn from_str(s: &str) -> Result<Self, ExportError> {
-        match s {
-            "verl" => Ok(ExportFormat::Verl),
-            "skyrl" => Ok(ExportFormat::Skyrl),
-            "trl" => Ok(ExportFormat::Trl),
-            other => Err(ExportError::UnknownFormat(other.to_owned())),
-        }
-    }
-}
 
 /// What goes into every row besides the question.
 #[derive(Debug, Clone, PartialEq)]
@@ -236,72 +180,6 @@ fn trl_row_json(row: &ExportRow) -> Value {
     value
 }
 
-/// The fields every trainer row has: `data_source`, `prompt`, then verl's `ability` and
-/// `reward_model: {style: "rule", ground_truth}` or SkyRL's `env_class` and `reward_spec:
-/// {method: "rule", ground_truth}` (`label` is the ability or the env class), and `extra_info`.
-pub(crate) fn trainer_row(
-    format: ExportFormat,
-    data_source: &str,
-    prompt: &[Message],
-    label: &str,
-    ground_truth: Value,
-    extra_info: Value,
-) -> Value {
-    let (label_key, spec_key, style_key) = match format {
-        ExportFormat::Verl => ("ability", "reward_model", "style"),
-        ExportFormat::Skyrl | ExportFormat::Trl => ("env_class", "reward_spec", "method"),
-    };
-    json!({
-        "data_source": data_source,
-        "prompt": prompt,
-        label_key: label,
-        spec_key: { style_key: "rule", "ground_truth": ground_truth },
-        "extra_info": extra_info,
-    })
-}
-
-/// One leaf column: required strings, required integers, or a list of strings (def/rep levels).
-pub(crate) enum Column {
-    Str(Vec<ByteArray>),
-    Int(Vec<i64>),
-    List {
-        values: Vec<ByteArray>,
-        def: Vec<i16>,
-        rep: Vec<i16>,
-    },
-}
-
-fn list_column<'a, I: IntoIterator<Item = &'a str>>(per_row: impl Iterator<Item = I>) -> Column {
-    let (mut values, mut def, mut rep) = (Vec::new(), Vec::new(), Vec::new());
-    for items in per_row {
-        let before = def.len();
-        for (i, item) in items.into_iter().enumerate() {
-            values.push(ByteArray::from(item));
-            def.push(1);
-            rep.push(i16::from(i > 0));
-        }
-        if def.len() == before {
-            def.push(0);
-            rep.push(0);
-        }
-    }
-    Column::List { values, def, rep }
-}
-
-/// The two leaf columns of `prompt` (roles, then contents) of these rows' prompts.
-pub(crate) fn prompt_columns<'a>(
-    prompts: impl Iterator<Item = &'a [Message]> + Clone,
-) -> [Column; 2] {
-    [
-        list_column(prompts.clone().map(|p| p.iter().map(|m| m.role.as_str()))),
-        list_column(prompts.map(|p| p.iter().map(|m| m.content.as_str()))),
-    ]
-}
-
-pub(crate) fn str_column<'a>(per_row: impl Iterator<Item = &'a str>) -> Column {
-    Column::Str(per_row.map(ByteArray::from).collect())
-}
-
 const EXTRA_SCHEMA: &str = "
   required group extra_info {
     required int64 index;
@@ -313,16 +191,6 @@ const EXTRA_SCHEMA: &str = "
     required int64 difficulty;
     required binary kind (UTF8);
     required binary index_path (UTF8);
-  }";
-
-pub(crate) const PROMPT_SCHEMA: &str = "
-  required group prompt (LIST) {
-    repeated group list {
-      required group element {
-        required binary role (UTF8);
-        required binary content (UTF8);
-      }
-    }
   }";
 
 const TARGET_SCHEMA: &str = "
@@ -383,7 +251,7 @@ pub fn parquet_schema_with(format: ExportFormat, env_config: bool) -> String {
 
 fn columns(rows: &[ExportRow], options: &ExportOptions) -> Vec<Column> {
     let n = rows.len();
-    let same = |s: &str| Column::Str(vec![ByteArray::from(s); n]);
+    let same = |s: &str| Column::Str(vec![s.into(); n]);
     let (label, method) = match options.format {
         ExportFormat::Verl => (&options.ability, "rule"),
         ExportFormat::Skyrl => (&options.env_class, "rule"),
@@ -454,57 +322,6 @@ pub fn write_parquet(
     )
 }
 
-/// Writes leaf `columns` (in the schema's depth-first leaf order) as one parquet file with the
-/// message type `schema` (one row group, uncompressed), atomically.
-pub(crate) fn write_columns(path: &Path, schema: &str, columns: Vec<Column>) -> crate::Result<()> {
-    let perr = |source| ExportError::Parquet {
-        path: path.display().to_string(),
-        source,
-    };
-    let schema = Arc::new(parse_message_type(schema).map_err(perr)?);
-    let props = Arc::new(
-        WriterProperties::builder()
-            .set_compression(Compression::UNCOMPRESSED)
-            .set_created_by(format!("rulegym {}", env!("CARGO_PKG_VERSION")))
-            .build(),
-    );
-    let mut bytes = Vec::new();
-    {
-        let mut writer = SerializedFileWriter::new(&mut bytes, schema, props).map_err(perr)?;
-        let mut group = writer.next_row_group().map_err(perr)?;
-        for column in columns {
-            let mut col = group
-                .next_column()
-                .map_err(perr)?
-                .ok_or_else(|| ExportError::Schema("the schema has too few columns"))?;
-            match &column {
-                Column::Str(values) => {
-                    col.typed::<ByteArrayType>()
-                        .write_batch(values, None, None)
-                        .map_err(perr)?;
-                }
-                Column::Int(values) => {
-                    col.typed::<Int64Type>()
-                        .write_batch(values, None, None)
-                        .map_err(perr)?;
-                }
-                Column::List { values, def, rep } => {
-                    col.typed::<ByteArrayType>()
-                        .write_batch(values, Some(def), Some(rep))
-                        .map_err(perr)?;
-                }
-            }
-            col.close().map_err(perr)?;
-        }
-        if group.next_column().map_err(perr)?.is_some() {
-            return Err(ExportError::Schema("the schema has more columns than rows carry").into());
-        }
-        group.close().map_err(perr)?;
-        writer.close().map_err(perr)?;
-    }
-    crate::io::write_file_atomic(path, &bytes)
-}
-
 /// Writes `rows` as JSON lines, atomically.
 pub fn write_jsonl(path: &Path, rows: &[ExportRow], options: &ExportOptions) -> crate::Result<()> {
     crate::io::write_jsonl(path, rows.iter().map(|row| row_json(row, options)))
@@ -527,21 +344,4 @@ pub fn export(
         write_parquet(path, &rows, options)?;
     }
     Ok(rows.len())
-}
-
-/// Reads a parquet file back as one JSON object per row (for tests and inspection).
-pub fn read_parquet_json(path: &Path) -> crate::Result<Vec<Value>> {
-    use parquet::file::reader::{FileReader, SerializedFileReader};
-    let perr = |source| ExportError::Parquet {
-        path: path.display().to_string(),
-        source,
-    };
-    let file = std::fs::File::open(path).map_err(|source| crate::Error::Io {
-        context: format!("opening {}", path.display()),
-        source,
-    })?;
-    let reader = SerializedFileReader::new(file).map_err(perr)?;
-    let iter = reader.get_row_iter(None).map_err(perr)?;
-    iter.map(|row| Ok(row.map_err(perr)?.to_json_value()))
-        .collect()
 }

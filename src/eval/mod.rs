@@ -1,0 +1,38 @@
+//! Model evaluation in the search environment: plays one episode per question against a policy
+//! (normally an OpenAI-compatible chat endpoint: vLLM, SGLang, hosted), with bounded concurrency,
+//! timeouts and retries, and summarises the episodes: mean F1/EM overall, per hops, per
+//! PhantomWiki difficulty and per family, and searches per question against the proof's
+//! (the "search scaling" analysis), with SVG plots and a small HTML page (see [`write_outputs`]).
+//!
+//! The episode loop is Search-R1's: the assistant text (generation stopped at `</search>` or
+//! `</answer>`) is the action; the environment's observation is appended as the next user message.
+//!
+//! The room's files, one job each: [`policy`] (what answers a turn: an endpoint, with its
+//! sampling), [`episode`] (the episode loop and [`evaluate`]), [`report`] (statistics and the
+//! report schema), [`compare`] (several runs side by side), [`plot`] (SVG figures) and [`html`]
+//! (the pages).
+
+pub mod compare;
+pub mod episode;
+pub mod html;
+pub mod plot;
+pub mod policy;
+pub mod report;
+
+pub use compare::{Comparison, compare, write_comparison};
+pub use episode::{EpisodeRecord, EvalConfig, evaluate, play};
+pub use policy::{EndpointPolicy, Policy, STOP, Sampling, restore_stop};
+pub use report::{EvalReport, GroupStats, REPORT_SCHEMA_VERSION, RunInfo, report, write_outputs};
+
+/// Errors of the evaluation report (endpoint failures are [`crate::llm::LlmError`]s).
+#[derive(Debug, thiserror::Error)]
+pub enum EvalError {
+    /// Plotting a report figure failed.
+    #[error("plotting {figure}: {message}")]
+    Plot {
+        /// The figure file.
+        figure: String,
+        /// The plotter's message.
+        message: String,
+    },
+}
