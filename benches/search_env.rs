@@ -11,16 +11,17 @@ use rayon::prelude::*;
 use rulegym::env::Environment;
 use rulegym::question::QuestionConfig;
 use rulegym::search::oracle::replay;
-use rulegym::search::{Passage, Retriever, SearchEnv, SearchEnvConfig, SearchTask};
+use rulegym::retrieval::Document;
+use rulegym::search::{Retriever, SearchEnv, SearchEnvConfig, SearchTask};
 use std::hint::black_box;
 use std::sync::Arc;
 use std::time::Duration;
 
 /// Three fixed passages of article length: retrieval costs a clone, nothing else.
-struct InMemory(Vec<Passage>);
+struct InMemory(Vec<Document>);
 
 impl Retriever for InMemory {
-    fn retrieve(&self, queries: &[&str], k: usize) -> rulegym::Result<Vec<Vec<Passage>>> {
+    fn retrieve(&self, queries: &[&str], k: usize) -> rulegym::Result<Vec<Vec<Document>>> {
         Ok(queries
             .iter()
             .map(|_| self.0[..k.min(self.0.len())].to_vec())
@@ -34,7 +35,7 @@ fn in_memory() -> Arc<dyn Retriever> {
                 was born on 1970-03-14. The hobby of Ann Lee is birdwatching. ";
     Arc::new(InMemory(
         (0..3)
-            .map(|i| Passage {
+            .map(|i| Document {
                 id: i.to_string(),
                 contents: format!("\"Person {i}\"\n# Person {i}\n\n{}", text.repeat(3)),
             })

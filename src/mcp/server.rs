@@ -6,7 +6,6 @@ use super::limits::{
 use super::{SearchWorld, TaskWorld, World};
 use crate::env::Step;
 use crate::llm::ChatMessage;
-use crate::search::Passage;
 use crate::tooluse::env::{ToolEnv, openai_call};
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, GetPromptRequestParams,
@@ -355,14 +354,7 @@ fn call_search(
                 });
             }
             let docs = w.search(a.query.trim(), k)?;
-            let passages: Vec<Passage> = docs
-                .iter()
-                .map(|d| Passage {
-                    id: d.id.clone(),
-                    contents: d.contents.clone(),
-                })
-                .collect();
-            let text = crate::search::information(&passages);
+            let text = crate::search::information(&docs);
             let results: Vec<Value> = docs
                 .iter()
                 .map(|d| json!({"id": d.id, "title": d.title(), "contents": d.contents}))

@@ -20,7 +20,7 @@ pub mod oracle;
 
 use crate::env::tokens::{ApproxTokenCounter, TokenCounter};
 use crate::env::{Environment, Message, Span, Step};
-use crate::retrieval::SearchIndex;
+use crate::retrieval::{Document, SearchIndex};
 use crate::reward::{ScoreMode, score};
 use serde::{Deserialize, Serialize};
 use serde_json::json;
@@ -33,36 +33,21 @@ pub const INVALID_ACTION: &str = "\nMy previous action is invalid. If I want to 
 /// The default instruction (Search-R1's, asking for a comma-separated list of all answers).
 pub const DEFAULT_PROMPT: &str = "Answer the given question. You must conduct reasoning inside <think> and </think> first every time you get new information. After reasoning, if you find you lack some knowledge, you can call a search engine by <search> query </search> and it will return the top searched results between <information> and </information>. You can search as many times as your want. If you find no further external knowledge needed, you can directly provide the answer inside <answer> and </answer>, without detailed illustrations. If there are several answers, list them all, separated by commas. For example, <answer> Beijing </answer>. Question: {question}\n";
 
-/// A retrieved passage.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Passage {
-    /// Document id.
-    pub id: String,
-    /// `"Title"\ntext` (Search-R1 corpus format).
-    pub contents: String,
-}
-
 /// Anything that returns the top-k passages for queries (an index in memory, a remote server).
 pub trait Retriever: Send + Sync {
     /// Top-`k` passages for each query, best first.
-    fn retrieve(&self, queries: &[&str], k: usize) -> crate::Result<Vec<Vec<Passage>>>;
+    fn retrieve(&self, queries: &[&str], k: usize) -> crate::Result<Vec<Vec<Document>>>;
 }
 
 impl Retriever for SearchIndex {
-    fn retrieve(&self, queries: &[&str], k: usize) -> crate::Result<Vec<Vec<Passage>>> {
+    fn retrieve(&self, queries: &[&str], k: usize) -> crate::Result<Vec<Vec<Document>>> {
         let docs = self.docs();
         Ok(self
             .search(queries, k.min(docs.len()).max(1))?
             .into_iter()
             .map(|hits| {
                 hits.into_iter()
-                    .map(|h| {
-                        let d = &docs[h.index as usize];
-                        Passage {
-                            id: d.id.clone(),
-                            contents: d.contents.clone(),
-                        }
-                    })
+                    .map(|h| docs[h.index as usize].clone())
                     .collect()
             })
             .collect())
@@ -240,15 +225,16 @@ pub fn parse_action(action: &str) -> Option<(&'static str, &str)> {
 pub struct NoRetrieval;
 
 impl Retriever for NoRetrieval {
-    fn retrieve(&self, queries: &[&str], _k: usize) -> crate::Result<Vec<Vec<Passage>>> {
+    fn retrieve(&self, queries: &[&str], _k: usize) -> crate::Result<Vec<Vec<Document>>> {
         Ok(vec![Vec::new(); queries.len()])
     }
 }
 
 /// Search-R1's `<information>` block for passages.
-pub fn information(passages: &[Passage]) -> String {
+pub fn information<D: std::borrow::Borrow<Document>>(passages: &[D]) -> String {
     let mut refs = String::new();
     for (i, p) in passages.iter().enumerate() {
+        let p = p.borrow();
         let (title, text) = p.contents.split_once('\n').unwrap_or((&p.contents, ""));
         refs.push_str(&format!("Doc {}(Title: {title}) {text}\n", i + 1));
     }

@@ -5,8 +5,9 @@ use rulegym::env::Environment;
 use rulegym::question::{self, QuestionConfig};
 use rulegym::reward::{ScoreMode, answer_set, normalize_squad, score};
 use rulegym::search::oracle::replay;
+use rulegym::retrieval::Document;
 use rulegym::search::{
-    INVALID_ACTION, Passage, Retriever, SearchEnv, SearchEnvConfig, SearchTask, parse_action,
+    INVALID_ACTION, Retriever, SearchEnv, SearchEnvConfig, SearchTask, parse_action,
     truncate_action,
 };
 use std::sync::{Arc, OnceLock};
@@ -14,12 +15,12 @@ use std::sync::{Arc, OnceLock};
 /// A retriever that returns fixed passages (unit tests of the protocol only).
 struct Fixed;
 impl Retriever for Fixed {
-    fn retrieve(&self, queries: &[&str], k: usize) -> rulegym::Result<Vec<Vec<Passage>>> {
+    fn retrieve(&self, queries: &[&str], k: usize) -> rulegym::Result<Vec<Vec<Document>>> {
         Ok(queries
             .iter()
             .map(|q| {
                 (0..k)
-                    .map(|i| Passage {
+                    .map(|i| Document {
                         id: i.to_string(),
                         contents: format!("\"Doc {i}\"\nabout {q} <answer>x</answer>"),
                     })
