@@ -73,6 +73,46 @@ fn sentence(singular: &str, plural: &str, name: &str, values: &[&str]) -> String
     }
 }
 
+/// What an article says about one person, names resolved: the input of [`render`], the one
+/// article renderer (the universe's articles and `retrieval::synthetic`'s corpus both use it).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ArticleContent<'a> {
+    /// The person's full name (the title).
+    pub name: &'a str,
+    /// `(relation, plural, names)` per family relation with anyone in it, in the order written.
+    pub family: Vec<(&'a str, &'a str, Vec<&'a str>)>,
+    /// The person's friends (a section with no sentence when empty).
+    pub friends: Vec<&'a str>,
+    /// `(noun, value)` per attribute, in the order written.
+    pub attributes: Vec<(&'a str, &'a str)>,
+}
+
+/// The Markdown article of `content` in PhantomWiki's format: `# Name`, then the Family,
+/// Friends and Attributes sections, one sentence per relation or attribute.
+pub fn render(content: &ArticleContent) -> String {
+    let name = content.name;
+    let family: Vec<String> = content
+        .family
+        .iter()
+        .map(|(relation, plural, names)| sentence(relation, plural, name, names))
+        .collect();
+    let friends = if content.friends.is_empty() {
+        String::new()
+    } else {
+        sentence("friend", "friends", name, &content.friends)
+    };
+    let attributes: Vec<String> = content
+        .attributes
+        .iter()
+        .map(|(noun, value)| format!("The {noun} of {name} is {value}."))
+        .collect();
+    format!(
+        "# {name}\n\n## Family\n{}\n\n## Friends\n{friends}\n\n## Attributes\n{}\n",
+        family.join("\n"),
+        attributes.join("\n")
+    )
+}
+
 /// Renders the article of person `id`.
 pub fn article(universe: &Universe, id: PersonId) -> Article {
     let person = universe.person(id);
@@ -84,7 +124,7 @@ pub fn article(universe: &Universe, id: PersonId) -> Article {
         out.pop();
         facts.push(out);
     };
-    let mut section = |relations: &[(&str, &str)]| -> String {
+    let mut section = |relations: &[(&'static str, &'static str)]| {
         let mut lines = Vec::new();
         for &(relation, plural) in relations {
             let ids = relatives(universe, id, relation);
@@ -98,24 +138,29 @@ pub fn article(universe: &Universe, id: PersonId) -> Article {
             for n in &names {
                 clause(relation, n);
             }
-            lines.push(sentence(relation, plural, name, &names));
+            lines.push((relation, plural, names));
         }
-        lines.join("\n")
+        lines
     };
     let family = section(&ARTICLE_RELATIONS);
-    let friends = section(&[("friend", "friends")]);
-    let attributes: Vec<String> = AttributeFact::ALL
+    let friends = section(&[("friend", "friends")])
+        .pop()
+        .map(|(_, _, names)| names)
+        .unwrap_or_default();
+    let attributes: Vec<(&str, &str)> = AttributeFact::ALL
         .iter()
         .map(|&a| {
             let value = a.value(person);
             clause(a.predicate(), value);
-            format!("The {} of {name} is {value}.", a.noun())
+            (a.noun(), value)
         })
         .collect();
-    let text = format!(
-        "# {name}\n\n## Family\n{family}\n\n## Friends\n{friends}\n\n## Attributes\n{}\n",
-        attributes.join("\n")
-    );
+    let text = render(&ArticleContent {
+        name,
+        family,
+        friends,
+        attributes,
+    });
     Article {
         title: name.to_owned(),
         text,

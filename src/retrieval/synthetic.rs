@@ -1,6 +1,7 @@
 //! A synthetic corpus in rulegym's article format (people with family, friends and
 //! attributes), for tests and benchmarks that need a corpus of a chosen size without the full
-//! generator. Names are unique; articles mention other people, as real ones do.
+//! generator. Names are unique; articles mention other people, as real ones do, and are
+//! written by the corpus's own renderer ([`crate::corpus::render`]).
 
 use super::docs::Document;
 use super::topk::Hit;
@@ -130,9 +131,6 @@ const HOBBIES: &[&str] = &[
     "knitting",
     "running",
 ];
-const FAMILY: &[&str] = &[
-    "mother", "father", "son", "daughter", "sister", "brother", "wife", "husband",
-];
 
 /// A one-hop question naming a person, with the row of that person's article.
 #[derive(Clone, Debug)]
@@ -180,25 +178,23 @@ pub fn corpus(n: usize, seed: u64) -> (Vec<Document>, Vec<NamedQuery>) {
     let mut queries = Vec::new();
     for (p, name) in names.iter().enumerate() {
         let mut rng = crate::seed::stream(seed, "synthetic-article", p as u64);
-        let mut text = format!("# {name}\n\n## Family\n");
+        let mut family: Vec<(&str, &str, Vec<&str>)> = Vec::new();
         for _ in 0..rng.random_range(1..4) {
-            let rel = FAMILY[rng.random_range(0..FAMILY.len())];
-            let other = &names[rng.random_range(0..n)];
-            text.push_str(&format!("The {rel} of {name} is {other}.\n"));
+            let (rel, plural) = crate::corpus::ARTICLE_RELATIONS[rng.random_range(0..8)];
+            let other = names[rng.random_range(0..n)].as_str();
+            match family.iter_mut().find(|(r, _, _)| *r == rel) {
+                Some((_, _, others)) => others.push(other),
+                None => family.push((rel, plural, vec![other])),
+            }
             queries.push(NamedQuery {
                 query: format!("Who is the {rel} of {name}?"),
                 target: p,
             });
         }
-        text.push_str("\n## Friends\n");
         let k = rng.random_range(1..5);
         let friends: Vec<&str> = (0..k)
             .map(|_| names[rng.random_range(0..n)].as_str())
             .collect();
-        text.push_str(&format!(
-            "The friends of {name} are {}.\n",
-            friends.join(", ")
-        ));
         queries.push(NamedQuery {
             query: format!("Who are the friends of {name}?"),
             target: p,
@@ -216,18 +212,32 @@ pub fn corpus(n: usize, seed: u64) -> (Vec<Document>, Vec<NamedQuery>) {
         } else {
             "male"
         };
-        text.push_str(&format!(
-            "\n## Attributes\nThe date of birth of {name} is {dob}.\nThe occupation of {name} is {job}.\nThe hobby of {name} is {hobby}.\nThe gender of {name} is {gender}.\n"
-        ));
-        for attr in ["date of birth", "occupation", "hobby", "gender"] {
+        let attributes = vec![
+            ("date of birth", dob.as_str()),
+            ("occupation", job),
+            ("hobby", hobby),
+            ("gender", gender),
+        ];
+        for (attr, _) in &attributes {
             queries.push(NamedQuery {
                 query: format!("What is the {attr} of {name}?"),
                 target: p,
             });
         }
+        let article = crate::corpus::Article {
+            title: name.clone(),
+            text: crate::corpus::render(&crate::corpus::ArticleContent {
+                name,
+                family,
+                friends,
+                attributes,
+            }),
+            facts: Vec::new(),
+        };
+        let record = article.record(p as crate::universe::PersonId);
         docs.push(Document {
-            id: p.to_string(),
-            contents: format!("\"{name}\"\n{text}"),
+            id: record.id,
+            contents: record.contents,
         });
     }
     (docs, queries)
