@@ -252,6 +252,55 @@ pub fn parse_jsonl<T: DeserializeOwned>(bytes: &[u8], what: &str) -> Result<Vec<
         .collect()
 }
 
+/// The complete non-blank lines of a JSONL file that a writer appends to, with their 1-based
+/// line numbers: a last line without its newline (a write cut short, or one still being
+/// written) is left out, and a file that does not exist has none. The file is not modified.
+pub fn read_complete_lines(path: &Path) -> Result<Vec<(usize, String)>> {
+    let bytes = match std::fs::read(path) {
+        Ok(b) => b,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(e) => return Err(io_error(format!("reading {}", path.display()))(e)),
+    };
+    let complete = match bytes.iter().rposition(|&b| b == b'\n') {
+        Some(i) => &bytes[..=i],
+        None => &[],
+    };
+    complete
+        .split(|&b| b == b'\n')
+        .enumerate()
+        .filter(|(_, line)| !line.trim_ascii().is_empty())
+        .map(|(i, line)| {
+            String::from_utf8(line.to_vec())
+                .map(|l| (i + 1, l))
+                .map_err(|e| Error::Io {
+                    context: format!("reading {} line {}", path.display(), i + 1),
+                    source: std::io::Error::new(std::io::ErrorKind::InvalidData, e),
+                })
+        })
+        .collect()
+}
+
+/// JSONL records read one line at a time from a stream (a reward command's stdin), each with
+/// its 1-based line number; blank lines are skipped. A malformed line is an [`Error::Json`]
+/// whose context is `"line <n>"`; iteration goes on after it.
+pub fn jsonl_stream<T: DeserializeOwned>(
+    reader: impl std::io::BufRead,
+) -> impl Iterator<Item = Result<(usize, T)>> {
+    reader
+        .lines()
+        .enumerate()
+        .filter(|(_, line)| !line.as_ref().is_ok_and(|l| l.trim().is_empty()))
+        .map(|(i, line)| {
+            let line = line.map_err(io_error(format!("reading line {}", i + 1)))?;
+            serde_json::from_str(&line)
+                .map(|record| (i + 1, record))
+                .map_err(|source| Error::Json {
+                    context: format!("line {}", i + 1),
+                    source,
+                })
+        })
+}
+
 /// Reads and parses the JSONL file at `path` ([`parse_jsonl`], errors naming the path).
 pub fn read_jsonl<T: DeserializeOwned>(path: &Path) -> Result<Vec<T>> {
     parse_jsonl(&read(path)?, &path.display().to_string())

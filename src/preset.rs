@@ -5,18 +5,59 @@
 //! Three kinds: generation presets ([`Preset`], `presets/*.json`: universe and questions),
 //! environment presets ([`EnvPreset`], `presets/env/*.json`: each paper's prompt, termination
 //! rule, turn caps and token budgets for the search and tool-use environments, per [`Stage`])
-//! and, with feature `synth`, task-synthesis presets (`SynthPreset`, `presets/synth/*.json`:
-//! the settings of `rulegym synth` a paper states).
+//! and, in the `synth` room (feature `synth`), task-synthesis presets
+//! (`synth::preset::SynthPreset`, `presets/synth/*.json`). Every kind is looked up through the
+//! one registry, [`Shipped`].
 
 use crate::question::QuestionConfig;
 use crate::search::SearchEnvConfig;
 use crate::tooluse::env::ToolEnvConfig;
 use crate::universe::UniverseConfig;
 use crate::{Error, Result};
+use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 
-/// The shipped presets: (name, JSON).
-const PRESETS: [(&str, &str); 1] = [("phantomenvs", include_str!("../presets/phantomenvs.json"))];
+/// A kind of preset shipped as embedded JSON files: one registry for every kind (generation,
+/// environment, task synthesis), one lookup, one error listing the valid names.
+pub trait Shipped: DeserializeOwned {
+    /// What the kind is called in errors (`preset`, `environment preset`, ...).
+    const KIND: &'static str;
+    /// The shipped files: (name, JSON).
+    const FILES: &'static [(&'static str, &'static str)];
+
+    /// Checks a parsed preset (the configurations it sets validate).
+    fn check(&self) -> Result<()>;
+
+    /// The names of the shipped presets of this kind, comma-separated.
+    fn names() -> String {
+        Self::FILES
+            .iter()
+            .map(|(name, _)| *name)
+            .collect::<Vec<_>>()
+            .join(", ")
+    }
+
+    /// The shipped preset called `name`, parsed and checked; an unknown name is an error listing
+    /// the valid ones.
+    fn named(name: &str) -> Result<Self> {
+        let (_, json) = Self::FILES
+            .iter()
+            .find(|(n, _)| *n == name)
+            .ok_or_else(|| {
+                Error::Config(format!(
+                    "unknown {} {name:?} (valid: {})",
+                    Self::KIND,
+                    Self::names()
+                ))
+            })?;
+        let preset: Self = serde_json::from_str(json).map_err(|source| Error::Json {
+            context: format!("parsing {} {name}", Self::KIND),
+            source,
+        })?;
+        preset.check()?;
+        Ok(preset)
+    }
+}
 
 /// A preset of `rulegym generate`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -34,38 +75,16 @@ pub struct Preset {
     pub questions: QuestionConfig,
 }
 
-impl Preset {
-    /// The names of the shipped presets, comma-separated.
-    pub fn names() -> String {
-        PRESETS.map(|(name, _)| name).join(", ")
-    }
+impl Shipped for Preset {
+    const KIND: &'static str = "preset";
+    const FILES: &'static [(&'static str, &'static str)] =
+        &[("phantomenvs", include_str!("../presets/phantomenvs.json"))];
 
-    /// The shipped preset called `name`; an unknown name is an error listing the valid ones.
-    pub fn named(name: &str) -> Result<Preset> {
-        let (_, json) = PRESETS.iter().find(|(n, _)| *n == name).ok_or_else(|| {
-            Error::Config(format!(
-                "unknown preset {name:?} (valid: {})",
-                Preset::names()
-            ))
-        })?;
-        let preset: Preset = serde_json::from_str(json).map_err(|source| Error::Json {
-            context: format!("parsing preset {name}"),
-            source,
-        })?;
-        preset.universe.validate()?;
-        preset.questions.validate()?;
-        Ok(preset)
+    fn check(&self) -> Result<()> {
+        self.universe.validate()?;
+        self.questions.validate()
     }
 }
-
-/// The shipped environment presets: (name, JSON).
-const ENV_PRESETS: [(&str, &str); 2] = [
-    (
-        "phantomenvs",
-        include_str!("../presets/env/phantomenvs.json"),
-    ),
-    ("synthagent", include_str!("../presets/env/synthagent.json")),
-];
 
 /// Training or evaluation: the papers use different turn caps and budgets for each.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
@@ -131,42 +150,33 @@ pub struct EnvPreset {
     pub tooluse: Option<Staged<ToolEnvConfig>>,
 }
 
-impl EnvPreset {
-    /// The names of the shipped environment presets, comma-separated.
-    pub fn names() -> String {
-        ENV_PRESETS.map(|(name, _)| name).join(", ")
-    }
+impl Shipped for EnvPreset {
+    const KIND: &'static str = "environment preset";
+    const FILES: &'static [(&'static str, &'static str)] = &[
+        (
+            "phantomenvs",
+            include_str!("../presets/env/phantomenvs.json"),
+        ),
+        ("synthagent", include_str!("../presets/env/synthagent.json")),
+    ];
 
-    /// The shipped environment preset called `name`; an unknown name is an error listing the
-    /// valid ones.
-    pub fn named(name: &str) -> Result<EnvPreset> {
-        let (_, json) = ENV_PRESETS
-            .iter()
-            .find(|(n, _)| *n == name)
-            .ok_or_else(|| {
-                Error::Config(format!(
-                    "unknown environment preset {name:?} (valid: {})",
-                    EnvPreset::names()
-                ))
-            })?;
-        let preset: EnvPreset = serde_json::from_str(json).map_err(|source| Error::Json {
-            context: format!("parsing environment preset {name}"),
-            source,
-        })?;
-        if let Some(s) = &preset.search {
+    fn check(&self) -> Result<()> {
+        if let Some(s) = &self.search {
             s.train.validate()?;
             s.eval.validate()?;
         }
-        if let Some(t) = &preset.tooluse {
+        if let Some(t) = &self.tooluse {
             t.train.validate()?;
             t.eval.validate()?;
         }
-        Ok(preset)
+        Ok(())
     }
+}
 
+impl EnvPreset {
     /// The names of the shipped presets for which `has` holds, comma-separated.
     fn with(has: impl Fn(&EnvPreset) -> bool) -> String {
-        ENV_PRESETS
+        Self::FILES
             .iter()
             .filter(|(n, _)| EnvPreset::named(n).is_ok_and(|p| has(&p)))
             .map(|(n, _)| *n)
@@ -196,112 +206,6 @@ impl EnvPreset {
                 EnvPreset::with(|p| p.tooluse.is_some())
             ))
         })
-    }
-}
-
-/// The shipped task-synthesis presets: (name, JSON).
-#[cfg(feature = "synth")]
-const SYNTH_PRESETS: [(&str, &str); 1] = [(
-    "synthagent",
-    include_str!("../presets/synth/synthagent.json"),
-)];
-
-/// A preset of `rulegym synth` ([`crate::synth::PipelineConfig`]): the settings a paper states,
-/// as a versioned data file. A knob the file leaves out keeps the pipeline's default; explicit
-/// flags override both.
-#[cfg(feature = "synth")]
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct SynthPreset {
-    /// Its name (`synthagent`).
-    pub name: String,
-    /// Bumped whenever a value changes.
-    pub version: u32,
-    /// What it reproduces, and which knobs the paper leaves at our defaults.
-    pub description: String,
-    /// Where each value comes from in the paper, by knob.
-    pub sources: std::collections::BTreeMap<String, String>,
-    /// Teacher rollouts per task.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub rollouts: Option<u32>,
-    /// How the rubric is extracted from the rollouts.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub extraction: Option<crate::synth::Extraction>,
-    /// User simulator of teacher rollouts.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub user: Option<crate::synth::UserKind>,
-    /// Sampling temperature of the generating stages.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub temperature: Option<f64>,
-    /// Sampling temperature of the teacher.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub teacher_temperature: Option<f64>,
-    /// Agent turns per teacher rollout (also the tasks' `max_turns`).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub max_turns: Option<u32>,
-    /// The filter's workflow-coverage threshold.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub min_workflow_coverage: Option<f64>,
-    /// The filter's best-rollout reward threshold.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub min_best_reward: Option<f64>,
-}
-
-#[cfg(feature = "synth")]
-impl SynthPreset {
-    /// The names of the shipped task-synthesis presets, comma-separated.
-    pub fn names() -> String {
-        SYNTH_PRESETS.map(|(name, _)| name).join(", ")
-    }
-
-    /// The shipped task-synthesis preset called `name`; an unknown name is an error listing the
-    /// valid ones.
-    pub fn named(name: &str) -> Result<SynthPreset> {
-        let (_, json) = SYNTH_PRESETS
-            .iter()
-            .find(|(n, _)| *n == name)
-            .ok_or_else(|| {
-                Error::Config(format!(
-                    "unknown synth preset {name:?} (valid: {})",
-                    SynthPreset::names()
-                ))
-            })?;
-        let preset: SynthPreset = serde_json::from_str(json).map_err(|source| Error::Json {
-            context: format!("parsing synth preset {name}"),
-            source,
-        })?;
-        let mut config = crate::synth::PipelineConfig::default();
-        preset.apply(&mut config);
-        config.validate()?;
-        Ok(preset)
-    }
-
-    /// Sets the knobs the preset gives in `config`, leaving the others as they are.
-    pub fn apply(&self, config: &mut crate::synth::PipelineConfig) {
-        if let Some(v) = self.rollouts {
-            config.rollouts = v;
-        }
-        if let Some(v) = self.extraction {
-            config.extraction = v;
-        }
-        if let Some(v) = self.user {
-            config.user = v;
-        }
-        if let Some(v) = self.temperature {
-            config.temperature = v;
-        }
-        if let Some(v) = self.teacher_temperature {
-            config.teacher_temperature = v;
-        }
-        if let Some(v) = self.max_turns {
-            config.max_turns = v;
-        }
-        if let Some(v) = self.min_workflow_coverage {
-            config.min_workflow_coverage = v;
-        }
-        if let Some(v) = self.min_best_reward {
-            config.min_best_reward = v;
-        }
     }
 }
 
@@ -358,7 +262,7 @@ mod tests {
 
     #[test]
     fn every_shipped_preset_parses_and_validates() {
-        for (name, _) in PRESETS {
+        for &(name, _) in Preset::FILES {
             let p = Preset::named(name).unwrap();
             assert_eq!(p.name, name);
         }
@@ -368,7 +272,7 @@ mod tests {
 
     #[test]
     fn every_shipped_env_preset_parses_validates_and_round_trips() {
-        for (name, json) in ENV_PRESETS {
+        for &(name, json) in EnvPreset::FILES {
             let p = EnvPreset::named(name).unwrap();
             assert_eq!(p.name, name);
             assert!(
@@ -384,63 +288,6 @@ mod tests {
         assert!(err.contains("valid: phantomenvs, synthagent"), "{err}");
         let err = "test".parse::<Stage>().unwrap_err().to_string();
         assert!(err.contains("valid: train, eval"), "{err}");
-    }
-
-    #[cfg(feature = "synth")]
-    #[test]
-    fn synth_presets_parse_round_trip_and_carry_the_papers_numbers() {
-        use crate::synth::{Extraction, PipelineConfig, UserKind};
-        for (name, json) in SYNTH_PRESETS {
-            let p = SynthPreset::named(name).unwrap();
-            assert_eq!(p.name, name);
-            let back = serde_json::to_value(&p).unwrap();
-            let file: serde_json::Value = serde_json::from_str(json).unwrap();
-            assert_eq!(back, file, "{name}");
-            // Every knob the file sets has its source, and every source names a knob it sets.
-            let set: std::collections::BTreeSet<&String> = back
-                .as_object()
-                .unwrap()
-                .keys()
-                .filter(|k| !["name", "version", "description", "sources"].contains(&k.as_str()))
-                .collect();
-            assert_eq!(set, p.sources.keys().collect(), "{name}");
-        }
-        let sa = SynthPreset::named("synthagent").unwrap();
-        assert_eq!(sa.rollouts, Some(4));
-        assert_eq!(sa.extraction, Some(Extraction::PerTrajectory));
-        assert_eq!(sa.user, Some(UserKind::Llm));
-        assert_eq!(sa.max_turns, Some(16));
-        assert_eq!(sa.min_best_reward, Some(0.0));
-        // Numbers the paper does not give are not in the preset.
-        assert_eq!(
-            (
-                sa.temperature,
-                sa.teacher_temperature,
-                sa.min_workflow_coverage
-            ),
-            (None, None, None)
-        );
-        assert!(sa.description.contains("min_best_reward is 0.0"));
-        let config = PipelineConfig::from_preset("synthagent").unwrap();
-        let default = PipelineConfig::default();
-        assert_eq!(
-            config,
-            PipelineConfig {
-                rollouts: 4,
-                extraction: Extraction::PerTrajectory,
-                max_turns: 16,
-                min_best_reward: 0.0,
-                ..default.clone()
-            }
-        );
-        assert_eq!(config.min_workflow_coverage, default.min_workflow_coverage);
-        let err = SynthPreset::named("synth-agent").unwrap_err().to_string();
-        assert!(err.contains("valid: synthagent"), "{err}");
-        let err = PipelineConfig::from_preset("phantomenvs").unwrap_err();
-        assert!(
-            matches!(&err, crate::synth::PipelineError::Config(m) if m.contains("valid: synthagent")),
-            "{err}"
-        );
     }
 
     #[test]

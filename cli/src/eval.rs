@@ -9,7 +9,7 @@ use rulegym::eval::{
 };
 use rulegym::llm::openai::{OpenAiBackend, OpenAiConfig};
 use rulegym::llm::{CacheMode, CachedBackend, LlmBackend};
-use rulegym::preset::{EnvPreset, SamplingPreset, Stage};
+use rulegym::preset::{EnvPreset, SamplingPreset, Shipped, Stage};
 use rulegym::search::SearchEnvConfig;
 use std::path::PathBuf;
 use std::sync::Arc;

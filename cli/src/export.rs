@@ -4,7 +4,7 @@
 use rulegym::Result;
 use rulegym::export::tooluse::{ToolExportOptions, export_tasks};
 use rulegym::export::{ExportFormat, ExportOptions, export};
-use rulegym::preset::{EnvPreset, Stage};
+use rulegym::preset::{EnvPreset, Shipped, Stage};
 use rulegym::search::SearchEnvConfig;
 use rulegym::tooluse::task::{ValidateOptions, load_tasks};
 use std::path::PathBuf;

@@ -5,7 +5,7 @@ use indicatif::{ProgressBar, ProgressStyle};
 use rulegym::Result;
 use rulegym::dataset::batch::{self, Batch, BatchEvent, EngineSource, SeedRange};
 use rulegym::dataset::{self, BuildConfig, BuildEvent};
-use rulegym::preset::Preset;
+use rulegym::preset::{Preset, Shipped};
 use rulegym::question::{self, QuestionConfig};
 use rulegym::universe::UniverseConfig;
 use std::path::PathBuf;

@@ -70,18 +70,15 @@ pub fn run(args: Args) -> Result<()> {
     };
     let stdout = std::io::stdout();
     let mut out = std::io::BufWriter::new(stdout.lock());
-    // The rubric scorer (one Prolog engine), started at the first tool-use line.
-    let mut scorer = None;
-    for (i, line) in reader.lines().enumerate() {
-        let line = line.map_err(|source| Error::Io {
-            context: format!("reading line {}", i + 1),
-            source,
-        })?;
-        if args.reward_lines {
-            let input: RewardLine = serde_json::from_str(&line).map_err(|source| Error::Json {
-                context: format!("line {}", i + 1),
-                source,
-            })?;
+    let write_err = |source| Error::Io {
+        context: "writing stdout".into(),
+        source,
+    };
+    if args.reward_lines {
+        // The rubric scorer (one Prolog engine), started at the first tool-use line.
+        let mut scorer = None;
+        for record in rulegym::io::jsonl_stream::<RewardLine>(reader) {
+            let (line, input) = record?;
             let reward = match (&input.task, &input.response) {
                 (Some(task), _) => {
                     let scorer = match &scorer {
@@ -101,8 +98,7 @@ pub fn run(args: Args) -> Result<()> {
                 }
                 (None, None) => {
                     return Err(Error::Config(format!(
-                        "line {}: a reward line needs \"response\" (and \"answers\") or \"task\" (and \"messages\")",
-                        i + 1
+                        "line {line}: a reward line needs \"response\" (and \"answers\") or \"task\" (and \"messages\")"
                     )));
                 }
             };
@@ -112,31 +108,21 @@ pub fn run(args: Args) -> Result<()> {
                 serde_json::json!({"id": input.id, "reward": reward})
             )
             .and_then(|()| out.flush())
-            .map_err(|source| Error::Io {
-                context: "writing stdout".into(),
-                source,
-            })?;
-            continue;
+            .map_err(write_err)?;
         }
-        let pair: Pair = serde_json::from_str(&line).map_err(|source| Error::Json {
-            context: format!("line {}", i + 1),
-            source,
-        })?;
-        // A prediction with <answer> tags is scored on its last answer; plain text as is.
-        let text = last_answer([pair.prediction.as_str()]).unwrap_or(pair.prediction);
-        let s = score(&text, &pair.answers, mode);
-        writeln!(
-            out,
-            "{}",
-            serde_json::json!({"f1": s.f1, "em": s.em, "precision": s.precision, "recall": s.recall})
-        )
-        .map_err(|source| Error::Io {
-            context: "writing stdout".into(),
-            source,
-        })?;
+    } else {
+        for record in rulegym::io::jsonl_stream::<Pair>(reader) {
+            let (_, pair) = record?;
+            // A prediction with <answer> tags is scored on its last answer; plain text as is.
+            let text = last_answer([pair.prediction.as_str()]).unwrap_or(pair.prediction);
+            let s = score(&text, &pair.answers, mode);
+            writeln!(
+                out,
+                "{}",
+                serde_json::json!({"f1": s.f1, "em": s.em, "precision": s.precision, "recall": s.recall})
+            )
+            .map_err(write_err)?;
+        }
     }
-    out.flush().map_err(|source| Error::Io {
-        context: "writing stdout".into(),
-        source,
-    })
+    out.flush().map_err(write_err)
 }

@@ -43,6 +43,7 @@
 mod draft;
 mod filter;
 mod parse;
+pub mod preset;
 mod prompt;
 mod rewrite;
 mod rollout;
@@ -320,10 +321,11 @@ impl Default for PipelineConfig {
 
 impl PipelineConfig {
     /// The defaults with the shipped synth preset `name` applied
-    /// ([`crate::preset::SynthPreset`], `presets/synth/<name>.json`); an unknown name is an
+    /// ([`preset::SynthPreset`], `presets/synth/<name>.json`); an unknown name is an
     /// error listing the valid ones. Set `out` (and anything else) afterwards.
     pub fn from_preset(name: &str) -> Result<PipelineConfig> {
-        let preset = crate::preset::SynthPreset::named(name).map_err(|e| match e {
+        use crate::preset::Shipped;
+        let preset = preset::SynthPreset::named(name).map_err(|e| match e {
             crate::Error::Config(message) => PipelineError::Config(message),
             other => PipelineError::Config(other.to_string()),
         })?;

@@ -44,24 +44,10 @@ pub(crate) fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
     crate::io::write_file_atomic(path, bytes).map_err(|e| io_error(path, "writing", e))
 }
 
-/// The complete lines of a JSONL file (none when it does not exist). A last line without its
-/// newline (a write cut short, or one still being written) is not returned; the file is not
-/// modified.
-fn read_lines(path: &Path) -> Result<Vec<String>> {
-    let text = match std::fs::read_to_string(path) {
-        Ok(t) => t,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
-        Err(e) => return Err(io_error(path, "reading", e)),
-    };
-    let complete = match text.rfind('\n') {
-        Some(i) => &text[..=i],
-        None => "",
-    };
-    Ok(complete
-        .lines()
-        .filter(|l| !l.trim().is_empty())
-        .map(str::to_owned)
-        .collect())
+/// The complete lines of a stage file with their line numbers ([`crate::io::read_complete_lines`]:
+/// a partial last line is left for a rerun to redo).
+fn read_lines(path: &Path) -> Result<Vec<(usize, String)>> {
+    crate::io::read_complete_lines(path).map_err(|e| io_error(path, "reading", e))
 }
 
 fn corrupt(path: &Path, line: usize, message: impl std::fmt::Display) -> PipelineError {
@@ -74,12 +60,12 @@ fn corrupt(path: &Path, line: usize, message: impl std::fmt::Display) -> Pipelin
 
 /// The `id` and `fingerprint` (empty when absent) of a line.
 fn line_key(path: &Path, n: usize, line: &str) -> Result<(String, String)> {
-    let value: Value = serde_json::from_str(line).map_err(|e| corrupt(path, n + 1, e))?;
+    let value: Value = serde_json::from_str(line).map_err(|e| corrupt(path, n, e))?;
     let id = value
         .get("id")
         .and_then(Value::as_str)
         .map(str::to_owned)
-        .ok_or_else(|| corrupt(path, n + 1, "no \"id\""))?;
+        .ok_or_else(|| corrupt(path, n, "no \"id\""))?;
     let fingerprint = value
         .get("fingerprint")
         .and_then(Value::as_str)
@@ -89,11 +75,10 @@ fn line_key(path: &Path, n: usize, line: &str) -> Result<(String, String)> {
 }
 
 /// The `id` of each line.
-fn line_ids(path: &Path, lines: &[String]) -> Result<Vec<String>> {
+fn line_ids(path: &Path, lines: &[(usize, String)]) -> Result<Vec<String>> {
     lines
         .iter()
-        .enumerate()
-        .map(|(n, line)| line_key(path, n, line).map(|(id, _)| id))
+        .map(|(n, line)| line_key(path, *n, line).map(|(id, _)| id))
         .collect()
 }
 
@@ -101,8 +86,7 @@ fn line_ids(path: &Path, lines: &[String]) -> Result<Vec<String>> {
 pub(crate) fn read_records<T: DeserializeOwned>(path: &Path) -> Result<Vec<T>> {
     read_lines(path)?
         .iter()
-        .enumerate()
-        .map(|(n, line)| serde_json::from_str(line).map_err(|e| corrupt(path, n + 1, e)))
+        .map(|(n, line)| serde_json::from_str(line).map_err(|e| corrupt(path, *n, e)))
         .collect()
 }
 
@@ -114,7 +98,7 @@ fn sort_file(path: &Path, order: &BTreeMap<&str, usize>) -> Result<()> {
     let mut keyed: Vec<(usize, &String)> = ids
         .iter()
         .zip(&lines)
-        .map(|(id, line)| (order.get(id.as_str()).copied().unwrap_or(usize::MAX), line))
+        .map(|(id, (_, line))| (order.get(id.as_str()).copied().unwrap_or(usize::MAX), line))
         .collect();
     keyed.sort_by_key(|&(k, _)| k);
     let mut bytes = Vec::new();
@@ -236,8 +220,8 @@ fn prune(
     };
     let (mut stale, mut orphaned) = (0, 0);
     let mut kept = Vec::new();
-    for (n, line) in read_lines(path)?.iter().enumerate() {
-        let (id, fingerprint) = line_key(path, n, line)?;
+    for (n, line) in read_lines(path)? {
+        let (id, fingerprint) = line_key(path, n, &line)?;
         match expected.get(&id) {
             None => orphaned += 1,
             Some(want) if !keep_none && *want == fingerprint && !done.contains(&id) => {
@@ -352,8 +336,8 @@ pub(crate) fn check_upstream(config: &super::PipelineConfig, first: Stage) -> Re
         };
         let mut stale = Vec::new();
         for path in &files {
-            for (n, line) in read_lines(path)?.iter().enumerate() {
-                let (id, fingerprint) = line_key(path, n, line)?;
+            for (n, line) in read_lines(path)? {
+                let (id, fingerprint) = line_key(path, n, &line)?;
                 if expected.get(&id) != Some(&fingerprint) {
                     stale.push(id);
                 }

@@ -3,9 +3,9 @@
 use proptest::prelude::*;
 use rulegym::env::Environment;
 use rulegym::question::{self, QuestionConfig};
+use rulegym::retrieval::Document;
 use rulegym::reward::{ScoreMode, answer_set, normalize_squad, score};
 use rulegym::search::oracle::replay;
-use rulegym::retrieval::Document;
 use rulegym::search::{
     INVALID_ACTION, Retriever, SearchEnv, SearchEnvConfig, SearchTask, parse_action,
     truncate_action,
@@ -279,7 +279,7 @@ fn conformance_same_seed_same_episodes_gold_one_wrong_zero() {
 #[test]
 fn phantomenvs_preset_prompt_termination_and_token_budgets() {
     use rulegym::env::tokens::{ApproxTokenCounter, TokenCounter};
-    use rulegym::preset::{EnvPreset, Stage};
+    use rulegym::preset::{EnvPreset, Shipped, Stage};
     let preset = EnvPreset::named("phantomenvs").unwrap();
     let train = preset.search(Stage::Train).unwrap();
     let mut e = env(train.clone());

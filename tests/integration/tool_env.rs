@@ -511,7 +511,7 @@ fn env_with(config: ToolEnvConfig) -> ToolEnv {
 #[test]
 fn synthagent_preset_and_response_budget() {
     use rulegym::env::tokens::{ApproxTokenCounter, TokenCounter};
-    use rulegym::preset::{EnvPreset, Stage};
+    use rulegym::preset::{EnvPreset, Shipped, Stage};
     let config = EnvPreset::named("synthagent")
         .unwrap()
         .tooluse(Stage::Train)

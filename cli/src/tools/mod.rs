@@ -278,7 +278,9 @@ fn score_config(variant_name: &str, by: &str) -> Result<ScoreConfig> {
 fn play(args: PlayArgs) -> Result<()> {
     let stage: rulegym::preset::Stage = args.stage.parse()?;
     let mut env_config = match &args.preset {
-        Some(name) => rulegym::preset::EnvPreset::named(name)?.tooluse(stage)?,
+        Some(name) => {
+            <rulegym::preset::EnvPreset as rulegym::preset::Shipped>::named(name)?.tooluse(stage)?
+        }
         None => ToolEnvConfig::default(),
     };
     if let Some(name) = &args.protocol {
@@ -398,11 +400,13 @@ fn play(args: PlayArgs) -> Result<()> {
 
 fn agree(args: AgreeArgs) -> Result<()> {
     let tasks = load_tasks(&args.tasks, ValidateOptions::default())?;
-    let text =
-        std::fs::read_to_string(&args.trajectories).map_err(|source| rulegym::Error::Io {
-            context: format!("reading {}", args.trajectories.display()),
-            source,
-        })?;
+    /// A line of the trajectories file: a task's id and its conversation.
+    #[derive(serde::Deserialize)]
+    struct Episode {
+        id: String,
+        messages: Vec<ChatMessage>,
+    }
+    let episodes: Vec<Episode> = rulegym::io::read_jsonl(&args.trajectories)?;
     let inner = match (&args.judge_endpoint, args.replay_only) {
         (_, true) => None,
         (Some(endpoint), false) => Some(client(
@@ -430,24 +434,13 @@ fn agree(args: AgreeArgs) -> Result<()> {
     let rules = RubricScorer::new(score_config(&args.variant, "rules")?)?;
     let judged = RubricScorer::new(score_config(&args.variant, "judge")?)?;
     let mut report = AgreementReport::default();
-    for (i, line) in text.lines().enumerate() {
-        if line.trim().is_empty() {
-            continue;
-        }
-        let context = format!("{}:{}", args.trajectories.display(), i + 1);
-        let episode: Value = serde_json::from_str(line).map_err(|source| rulegym::Error::Json {
-            context: context.clone(),
-            source,
-        })?;
-        let id = episode["id"].as_str().unwrap_or_default();
+    for Episode { id, messages } in &episodes {
         let task = tasks
             .iter()
-            .find(|t| t.id == id)
-            .ok_or_else(|| TaskError::NotFound(id.to_owned()))?;
+            .find(|t| &t.id == id)
+            .ok_or_else(|| TaskError::NotFound(id.clone()))?;
         let world = Arc::new(task.clone().compile(ValidateOptions::default())?);
-        let messages: Vec<ChatMessage> = serde_json::from_value(episode["messages"].clone())
-            .map_err(|source| rulegym::Error::Json { context, source })?;
-        let trajectory = trajectory_from_messages(&world, &messages)?;
+        let trajectory = trajectory_from_messages(&world, messages)?;
         let by_rules = rules.score(&world.task, &world.program, &trajectory, None)?;
         let by_judge = judged.score(&world.task, &world.program, &trajectory, Some(&judge));
         report.add(id, &by_rules, by_judge.map_err(|e| e.to_string()));
