@@ -88,6 +88,7 @@ impl Shipped for Preset {
 
 /// Training or evaluation: the papers use different turn caps and budgets for each.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[cfg_attr(feature = "clap", derive(clap::ValueEnum))]
 #[serde(rename_all = "lowercase")]
 pub enum Stage {
     /// Training rollouts (the default).
@@ -107,6 +108,15 @@ impl std::str::FromStr for Stage {
                 "unknown stage {other:?} (valid: train, eval)"
             ))),
         }
+    }
+}
+
+impl std::fmt::Display for Stage {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Stage::Train => "train",
+            Stage::Eval => "eval",
+        })
     }
 }
 

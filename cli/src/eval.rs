@@ -7,23 +7,21 @@ use rulegym::eval::{
     EndpointPolicy, EvalConfig, EvalReport, RunInfo, Sampling, compare, evaluate, report,
     write_comparison, write_outputs,
 };
-use rulegym::llm::openai::{OpenAiBackend, OpenAiConfig};
-use rulegym::llm::{CacheMode, CachedBackend, LlmBackend};
+use rulegym::llm::ClientConfig;
+use rulegym::llm::openai::completions_url;
 use rulegym::preset::{EnvPreset, SamplingPreset, Shipped, Stage};
 use rulegym::search::SearchEnvConfig;
 use std::path::PathBuf;
-use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::time::Duration;
 
 /// Flags of `rulegym eval`.
 #[derive(clap::Args, Debug)]
 pub struct Args {
     #[command(flatten)]
     data: SearchData,
-    /// OpenAI-compatible endpoint: base URL (`http://host:8000/v1`) or full chat-completions URL.
-    #[arg(long)]
-    endpoint: String,
+    /// The model's endpoint, key, retries and record/replay cache.
+    #[command(flatten)]
+    llm: crate::llm::LlmArgs,
     /// The `model` of the requests.
     #[arg(long)]
     model: String,
@@ -39,8 +37,8 @@ pub struct Args {
     #[arg(long)]
     preset: Option<String>,
     /// The preset's stage: eval (default) or train.
-    #[arg(long, default_value = "eval", requires = "preset")]
-    stage: String,
+    #[arg(long, value_enum, default_value_t = Stage::Eval, requires = "preset")]
+    stage: Stage,
     /// Turn cap per episode [20, or the preset's] (the paper evaluates with 20).
     #[arg(long)]
     max_turns: Option<usize>,
@@ -84,67 +82,24 @@ pub struct Args {
     /// The `seed` field of the requests.
     #[arg(long)]
     seed: Option<u64>,
-    /// Seconds per request before it counts as failed (and is retried).
-    #[arg(long, default_value_t = 120.0)]
-    timeout: f64,
-    /// Retries per request on connection errors, timeouts, 408, 429 and 5xx.
-    #[arg(long, default_value_t = 5)]
-    retries: u32,
-    /// First retry backoff in milliseconds (doubled per retry).
-    #[arg(long, default_value_t = 500)]
-    backoff_ms: u64,
-    /// Environment variable holding the API key (sent as a bearer token when set).
-    #[arg(long, default_value = "OPENAI_API_KEY")]
-    api_key_env: String,
-    /// Record every exchange in this directory (one file per request hash) and reuse recorded
-    /// answers, so a run can be replayed offline.
-    #[arg(long)]
-    cache: Option<PathBuf>,
-    /// Only recorded answers from --cache (no endpoint is called; a miss is an error).
-    #[arg(long)]
-    replay_only: bool,
 }
 
 /// Runs `rulegym eval`; exits with an error (after writing the outputs) when episodes failed
 /// against the endpoint.
 pub fn run(args: Args) -> Result<()> {
-    if !(args.timeout.is_finite() && args.timeout > 0.0) {
-        return Err(rulegym::Error::Config(format!(
-            "--timeout must be a positive number of seconds, got {}",
-            args.timeout
-        )));
-    }
-    let http: Arc<dyn LlmBackend> = Arc::new(OpenAiBackend::new(OpenAiConfig {
-        endpoint: args.endpoint.clone(),
-        api_key: std::env::var(&args.api_key_env)
-            .ok()
-            .filter(|k| !k.is_empty()),
-        timeout: Duration::from_secs_f64(args.timeout),
-        max_retries: args.retries,
-        backoff: Duration::from_millis(args.backoff_ms),
-        max_concurrency: args.concurrency.max(1),
-        ..OpenAiConfig::default()
-    })?);
-    let backend: Arc<dyn LlmBackend> = match &args.cache {
-        Some(dir) => {
-            let mode = if args.replay_only {
-                CacheMode::Replay
-            } else {
-                CacheMode::Record
-            };
-            let inner = (!args.replay_only).then_some(http);
-            Arc::new(CachedBackend::new(inner, dir, mode))
-        }
-        None if args.replay_only => {
-            return Err(rulegym::Error::Config(
-                "--replay-only needs --cache DIR (the recorded exchanges)".into(),
-            ));
-        }
-        None => http,
-    };
-    let stage: Stage = args.stage.parse()?;
+    let backend = args
+        .llm
+        .client(
+            ClientConfig {
+                max_retries: 5,
+                max_concurrency: args.concurrency.clamp(1, 1024),
+                ..ClientConfig::default()
+            },
+            None,
+        )
+        .backend()?;
     let mut env = match &args.preset {
-        Some(name) => EnvPreset::named(name)?.search(stage)?,
+        Some(name) => EnvPreset::named(name)?.search(args.stage)?,
         None => SearchEnvConfig {
             max_turns: 20,
             ..SearchEnvConfig::default()
@@ -209,7 +164,11 @@ pub fn run(args: Args) -> Result<()> {
         }
     };
     let records = evaluate(&universe, &questions, index, &client, &config, &progress)?;
-    let url = rulegym::llm::openai::completions_url(&args.endpoint);
+    let url = args
+        .llm
+        .endpoint
+        .as_deref()
+        .map_or_else(|| "(replayed)".to_owned(), completions_url);
     let run = RunInfo {
         label: args.label.clone().unwrap_or_else(|| args.model.clone()),
         sampling_preset: args.sampling_preset.clone(),
@@ -218,7 +177,7 @@ pub fn run(args: Args) -> Result<()> {
         max_tokens: sampling.max_tokens,
         seed: sampling.seed,
         env_preset: args.preset.clone(),
-        stage: args.preset.as_ref().map(|_| args.stage.clone()),
+        stage: args.preset.as_ref().map(|_| args.stage.to_string()),
         top_k: config.env.top_k,
         end_on_invalid: config.env.end_on_invalid,
         max_action_tokens: config.env.max_action_tokens,

@@ -22,8 +22,8 @@ pub struct Args {
     #[arg(long)]
     tasks: Option<PathBuf>,
     /// verl, skyrl or trl (Hugging Face TRL's GRPOTrainer: flat columns, `environment`).
-    #[arg(long)]
-    format: String,
+    #[arg(long, value_enum)]
+    format: ExportFormat,
     /// Output file: parquet, or JSON lines when the name ends in `.jsonl`. For tool-use tasks
     /// in verl format, `<stem>_tool_config.yaml` and `<stem>_interaction_config.yaml` are
     /// written next to it.
@@ -57,8 +57,8 @@ pub struct Args {
     #[arg(long)]
     preset: Option<String>,
     /// The preset's stage whose settings are exported: train or eval.
-    #[arg(long, default_value = "train", requires = "preset")]
-    stage: String,
+    #[arg(long, value_enum, default_value_t = Stage::Train, requires = "preset")]
+    stage: Stage,
     /// Questions: the user prompt, read from this file (must contain `{question}`); overrides
     /// the preset's.
     #[arg(long, conflicts_with = "tasks")]
@@ -77,8 +77,7 @@ fn read_text(flag: &str, path: &std::path::Path) -> Result<String> {
 
 /// Runs `rulegym export`.
 pub fn run(args: Args) -> Result<()> {
-    let format: ExportFormat = args.format.parse()?;
-    let stage: Stage = args.stage.parse()?;
+    let (format, stage) = (args.format, args.stage);
     let preset = args.preset.as_deref().map(EnvPreset::named).transpose()?;
     if let Some(tasks) = &args.tasks {
         let tasks = load_tasks(tasks, ValidateOptions::default())?;

@@ -22,8 +22,8 @@ pub struct Args {
     #[arg(long, default_value_t = BuiltinConfig::default().dim)]
     dim: usize,
     /// Index kind: `flat` (exact) or `hnsw` (approximate; needs feature `hnsw`).
-    #[arg(long, default_value = "flat")]
-    kind: String,
+    #[arg(long, value_enum, default_value_t = IndexKind::Flat)]
+    kind: IndexKind,
     /// HNSW: neighbours per node and layer (2..=256).
     #[arg(long, default_value_t = HnswParams::default().m)]
     hnsw_m: usize,
@@ -60,7 +60,7 @@ pub fn run(args: Args) -> Result<()> {
     if let EncoderChoice::Builtin(cfg) = &mut choice {
         cfg.dim = args.dim;
     }
-    let kind: IndexKind = args.kind.parse()?;
+    let kind = args.kind;
     let start = Instant::now();
     let corpus = if args.corpus.len() == 1 {
         docs::read_jsonl(Path::new(&args.corpus[0]))?

@@ -9,6 +9,7 @@ mod export;
 mod generate;
 mod grpo;
 mod index;
+mod llm;
 mod mcp;
 mod openenv;
 mod oracle;
@@ -161,8 +162,8 @@ pub(crate) struct SimulationArgs {
     #[arg(long, default_value = "simulator", conflicts_with = "dataset")]
     sim_model: String,
     /// User simulator behind `ask_user`: rule or llm (needs --sim-endpoint).
-    #[arg(long, default_value = "rule", conflicts_with = "dataset")]
-    user: String,
+    #[arg(long, value_enum, default_value_t = rulegym::tooluse::user::UserKind::Rule, conflicts_with = "dataset")]
+    user: rulegym::tooluse::user::UserKind,
     /// Directory where the simulated world is recorded (mappings/, llm-cache/).
     #[arg(long, conflicts_with = "dataset")]
     record: Option<std::path::PathBuf>,
@@ -177,7 +178,7 @@ impl SimulationArgs {
         Ok(rulegym::tooluse::simulation::SimulationConfig {
             endpoint: self.sim_endpoint.clone(),
             model: self.sim_model.clone(),
-            user: self.user.parse().map_err(rulegym::Error::Config)?,
+            user: self.user,
             dir: self.record.clone(),
             seed_mappings: self.seed_mappings.clone(),
             replay_only: self.replay_only,

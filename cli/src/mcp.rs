@@ -4,6 +4,15 @@
 use rulegym::Result;
 use std::path::PathBuf;
 
+/// How MCP clients reach the server.
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+enum Transport {
+    /// One session on stdin/stdout.
+    Stdio,
+    /// Streamable HTTP, one episode per MCP session.
+    Http,
+}
+
 /// Flags of `rulegym mcp`.
 #[derive(clap::Args, Debug)]
 #[command(group(clap::ArgGroup::new("world").required(true).args(["dataset", "tasks"])))]
@@ -34,8 +43,8 @@ pub struct Args {
     max_turns: u32,
     /// Transport: `stdio` (one session on stdin/stdout) or `http` (streamable HTTP at
     /// http://HOST:PORT/mcp, one episode per MCP session).
-    #[arg(long, default_value = "stdio")]
-    transport: String,
+    #[arg(long, value_enum, default_value_t = Transport::Stdio)]
+    transport: Transport,
     /// Address to listen on (http).
     #[arg(long, default_value = "127.0.0.1")]
     host: String,
@@ -56,12 +65,6 @@ pub fn run(args: Args) -> Result<()> {
     use rulegym::mcp::{SearchWorld, TaskWorld, World};
     use rulegym::tooluse::env::ToolEnvConfig;
     use std::sync::Arc;
-    if args.transport != "stdio" && args.transport != "http" {
-        return Err(rulegym::Error::Config(format!(
-            "unknown transport {:?} (stdio, http)",
-            args.transport
-        )));
-    }
     let world: World = match (&args.dataset, &args.tasks) {
         (Some(dir), _) => {
             SearchWorld::load(dir, args.index.as_deref(), args.question.as_deref())?.into()
@@ -84,7 +87,7 @@ pub fn run(args: Args) -> Result<()> {
     };
     let limits = args.sessions.limits()?;
     let world = Arc::new(world);
-    if args.transport == "stdio" {
+    if args.transport == Transport::Stdio {
         rulegym::mcp::serve_stdio(world)
     } else {
         let addr = format!("{}:{}", args.host, args.port);

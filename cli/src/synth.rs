@@ -2,14 +2,13 @@
 //! rewrite -> teacher rollouts -> rubric -> filter) against an OpenAI-compatible endpoint, with
 //! every exchange recorded for offline replay. See [`rulegym::synth`].
 
+use indicatif::{ProgressBar, ProgressStyle};
 use rulegym::Result;
-use rulegym::llm::LlmBackend;
-use rulegym::llm::openai::{OpenAiBackend, OpenAiConfig, api_key_from_env};
-use rulegym::synth::{self, Extraction, PipelineConfig, Stage};
+use rulegym::llm::ClientConfig;
+use rulegym::synth::preset::Knobs;
+use rulegym::synth::{self, Extraction, PipelineConfig, Stage, SynthEvent, UserKind};
 use serde_json::json;
 use std::path::PathBuf;
-use std::sync::Arc;
-use std::time::Duration;
 
 /// What a rerun into the same output directory does (shown after the flags in `--help`).
 const RESUME_HELP: &str = "\
@@ -32,9 +31,9 @@ pub struct Args {
     /// Personas: one per line, plain text or JSON {"persona": ..., "id": ...} (draft stage).
     #[arg(long)]
     personas: Option<PathBuf>,
-    /// OpenAI-compatible endpoint (`http://host:8000/v1`); not needed with --replay-only.
-    #[arg(long)]
-    endpoint: Option<String>,
+    /// The endpoint, key, retries and record/replay cache [cache: OUT/llm-cache].
+    #[command(flatten)]
+    llm: crate::llm::LlmArgs,
     /// Model of the generating stages and the teacher.
     #[arg(long)]
     model: String,
@@ -46,14 +45,8 @@ pub struct Args {
     #[arg(long)]
     out: PathBuf,
     /// Stages to run, comma-separated, in order (draft,tools,rewrite,rollouts,rubric,filter).
-    #[arg(long, value_delimiter = ',')]
-    stages: Vec<String>,
-    /// Record/replay cache directory (default OUT/llm-cache).
-    #[arg(long)]
-    cache: Option<PathBuf>,
-    /// Only replay recorded answers from the cache (no network; a miss fails its item).
-    #[arg(long)]
-    replay_only: bool,
+    #[arg(long, value_enum, value_delimiter = ',')]
+    stages: Vec<Stage>,
     /// Items processed at once.
     #[arg(long, default_value_t = 4)]
     concurrency: usize,
@@ -67,11 +60,11 @@ pub struct Args {
     rollouts: Option<u32>,
     /// Rubric extraction: joint (one request over all usable rollouts) or per-trajectory (one
     /// request per usable rollout, merged) [joint, or the preset's].
-    #[arg(long)]
-    extraction: Option<String>,
+    #[arg(long, value_enum)]
+    extraction: Option<Extraction>,
     /// User simulator of teacher rollouts: llm or rule [llm, or the preset's].
-    #[arg(long)]
-    user: Option<String>,
+    #[arg(long, value_enum)]
+    user: Option<UserKind>,
     /// Sampling temperature of the generating stages [0.7, or the preset's].
     #[arg(long)]
     temperature: Option<f64>,
@@ -95,66 +88,42 @@ pub struct Args {
     /// Maximum tokens per generation request.
     #[arg(long)]
     max_tokens: Option<u32>,
-    /// Name of an environment variable holding the API key.
-    #[arg(long)]
-    api_key_env: Option<String>,
     /// No progress bars.
     #[arg(long, short)]
     quiet: bool,
 }
 
-/// The API key in the environment variable `var` (an unset or empty variable is an error, not
-/// an unauthenticated run).
 /// The pipeline configuration of `args`: the defaults, then the preset's values, then the
 /// flags given.
 fn pipeline_config(args: &Args) -> Result<PipelineConfig> {
     let stages = if args.stages.is_empty() {
         Stage::ALL.to_vec()
     } else {
-        args.stages
-            .iter()
-            .map(|s| Stage::parse(s))
-            .collect::<std::result::Result<Vec<_>, _>>()?
+        args.stages.clone()
     };
-    let mut config = match &args.preset {
-        Some(name) => PipelineConfig::from_preset(name)?,
-        None => PipelineConfig::default(),
-    };
-    if let Some(user) = &args.user {
-        config.user = user.parse().map_err(rulegym::Error::Config)?;
-    }
-    if let Some(extraction) = &args.extraction {
-        config.extraction = Extraction::parse(extraction)?;
-    }
-    if let Some(v) = args.rollouts {
-        config.rollouts = v;
-    }
-    if let Some(v) = args.temperature {
-        config.temperature = v;
-    }
-    if let Some(v) = args.teacher_temperature {
-        config.teacher_temperature = v;
-    }
-    if let Some(v) = args.max_turns {
-        config.max_turns = v;
-    }
-    if let Some(v) = args.min_workflow_coverage {
-        config.min_workflow_coverage = v;
-    }
-    if let Some(v) = args.min_best_reward {
-        config.min_best_reward = v;
-    }
+    let config = PipelineConfig::tuned(
+        args.preset.as_deref(),
+        &Knobs {
+            rollouts: args.rollouts,
+            extraction: args.extraction,
+            user: args.user,
+            temperature: args.temperature,
+            teacher_temperature: args.teacher_temperature,
+            max_turns: args.max_turns,
+            min_workflow_coverage: args.min_workflow_coverage,
+            min_best_reward: args.min_best_reward,
+        },
+    )?;
     Ok(PipelineConfig {
         out: args.out.clone(),
-        cache: args.cache.clone(),
-        replay_only: args.replay_only,
+        cache: args.llm.client(ClientConfig::default(), None).cache,
+        replay_only: args.llm.replay_only,
         model: args.model.clone(),
         sim_model: args.sim_model.clone(),
         stages,
         concurrency: args.concurrency,
         seed: args.seed,
         max_tokens: args.max_tokens,
-        progress: !args.quiet,
         ..config
     })
 }
@@ -162,26 +131,46 @@ fn pipeline_config(args: &Args) -> Result<PipelineConfig> {
 /// Runs `rulegym synth`.
 pub fn run(args: Args) -> Result<()> {
     let config = pipeline_config(&args)?;
-    let inner: Option<Arc<dyn LlmBackend>> = match (&args.endpoint, args.replay_only) {
-        (_, true) => None,
-        (Some(endpoint), false) => Some(Arc::new(OpenAiBackend::new(OpenAiConfig {
-            endpoint: endpoint.clone(),
-            api_key: args
-                .api_key_env
-                .as_deref()
-                .map(|var| api_key_from_env("--api-key-env", var))
-                .transpose()?,
-            timeout: Duration::from_secs(300),
-            max_concurrency: config.concurrency.max(1) * 2,
-            ..OpenAiConfig::default()
-        })?)),
-        (None, false) => {
-            return Err(rulegym::Error::Config(
-                "--endpoint is required unless --replay-only".into(),
-            ));
-        }
-    };
-    let report = synth::run(&config, args.personas.as_deref(), inner)?;
+    let client = args.llm.client(
+        ClientConfig {
+            timeout_s: 300.0,
+            max_concurrency: (config.concurrency.max(1) * 2).min(1024),
+            ..ClientConfig::default()
+        },
+        Some(&config.cache_dir()),
+    );
+    let inner = client.http()?;
+    if inner.is_none() && !client.replay_only {
+        return Err(rulegym::Error::Config(
+            "--endpoint is required unless --replay-only".into(),
+        ));
+    }
+    let quiet = args.quiet;
+    let mut bar = ProgressBar::hidden();
+    let report =
+        synth::run_observed(
+            &config,
+            args.personas.as_deref(),
+            inner,
+            &mut |event| match event {
+                SynthEvent::Started { stage, items } if !quiet => {
+                    bar = ProgressBar::new(items as u64);
+                    let style = ProgressStyle::with_template(
+                        "{prefix:>8} [{bar:30}] {pos}/{len} {elapsed}",
+                    )
+                    .map(|s| s.progress_chars("=> "));
+                    if let Ok(style) = style {
+                        bar.set_style(style);
+                    }
+                    bar.set_prefix(stage.name());
+                }
+                SynthEvent::Item => bar.inc(1),
+                SynthEvent::Finished(_) => bar.finish_and_clear(),
+                _ => {}
+            },
+        );
+    bar.finish_and_clear();
+    let report = report?;
     let stages: Vec<_> = report
         .stages
         .iter()
@@ -202,7 +191,6 @@ pub fn run(args: Args) -> Result<()> {
 mod tests {
     use super::*;
     use clap::Parser;
-    use rulegym::synth::UserKind;
 
     #[derive(Parser)]
     struct Cli {
@@ -282,9 +270,16 @@ mod tests {
             err.contains("unknown synth preset") && err.contains("valid: synthagent"),
             "{err}"
         );
-        let err = config(&["--extraction", "per-rollout"])
-            .unwrap_err()
-            .to_string();
+        let argv = [
+            "rulegym",
+            "--model",
+            "m",
+            "--out",
+            "o",
+            "--extraction",
+            "per-rollout",
+        ];
+        let err = Cli::try_parse_from(argv).err().unwrap().to_string();
         assert!(err.contains("joint, per-trajectory"), "{err}");
     }
 }

@@ -45,6 +45,7 @@ pub enum ExportError {
 
 /// The trainer a file is for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "clap", derive(clap::ValueEnum))]
 #[serde(rename_all = "lowercase")]
 pub enum ExportFormat {
     /// verl (parquet rows with `reward_model`).
@@ -65,6 +66,16 @@ impl std::str::FromStr for ExportFormat {
             "trl" => Ok(ExportFormat::Trl),
             other => Err(ExportError::UnknownFormat(other.to_owned())),
         }
+    }
+}
+
+impl std::fmt::Display for ExportFormat {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            ExportFormat::Verl => "verl",
+            ExportFormat::Skyrl => "skyrl",
+            ExportFormat::Trl => "trl",
+        })
     }
 }
 

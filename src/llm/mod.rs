@@ -3,13 +3,15 @@
 //! keyed by a hash of the request ([`CachedBackend`]: any run that used an LLM replays
 //! bit-exactly offline), a scripted backend for tests ([`ScriptedBackend`]), tool calls in
 //! either wire form ([`calls`]: OpenAI `tool_calls`, Hermes `<tool_call>`). The HTTP client is
-//! in [`openai`].
+//! in [`openai`]; [`client::ClientConfig`] is the one configuration every caller builds it from.
 
 pub mod calls;
+pub mod client;
 #[cfg(feature = "http")]
 pub mod openai;
 
 pub use calls::{ParsedCall, parse_tool_calls};
+pub use client::{ClientConfig, recorded};
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -163,6 +165,7 @@ pub struct ResponseSchema {
 
 /// How a request's [`ResponseSchema`] goes on the wire, per server dialect.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "clap", derive(clap::ValueEnum))]
 #[serde(rename_all = "kebab-case")]
 pub enum SchemaFormat {
     /// OpenAI's `{"type": "json_schema", "json_schema": {"name", "schema"}}` (OpenAI, vLLM,

@@ -4,9 +4,15 @@ use super::McpError;
 use crate::question::Question;
 use crate::retrieval::{Document, SearchIndex};
 use crate::reward::{AnswerScore, ScoreMode, score};
+use crate::search::session::SearchSession;
+use crate::search::{SearchEnv, SearchEnvConfig, SearchTask};
 use std::collections::HashMap;
 use std::path::Path;
 use std::sync::Arc;
+
+/// Tool calls of a scored session (searches, articles, the answer): PhantomEnvironments'
+/// evaluation turn cap.
+pub const SCORED_MAX_TURNS: usize = 20;
 
 /// A dataset loaded for serving: its search index (with the articles), the people's names and,
 /// for scored sessions, the question every session answers.
@@ -55,6 +61,32 @@ impl SearchWorld {
             question,
             score_mode: ScoreMode::Squad,
         }
+    }
+
+    /// The search environment of scored sessions: the question's episode with `k` passages per
+    /// search by default and the paper's evaluation turn cap (20 calls).
+    pub fn env_config(&self) -> SearchEnvConfig {
+        SearchEnvConfig {
+            top_k: super::limits::DEFAULT_K,
+            max_turns: SCORED_MAX_TURNS,
+            score_mode: self.score_mode,
+            ..SearchEnvConfig::default()
+        }
+    }
+
+    /// A fresh scored session of the question (`None` without one): the search environment's
+    /// own episode ([`SearchSession`]), so its reward, scoring and turn cap.
+    pub fn session(&self) -> crate::Result<Option<SearchSession>> {
+        let Some(q) = &self.question else {
+            return Ok(None);
+        };
+        let task = SearchTask {
+            question: q.question.clone(),
+            answers: q.answers.clone(),
+            gold_docs: Vec::new(),
+        };
+        let env = SearchEnv::new(self.index.clone(), self.env_config(), task)?;
+        SearchSession::new(env, self.index.clone(), q.clone()).map(Some)
     }
 
     /// The question of scored sessions.

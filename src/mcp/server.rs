@@ -6,6 +6,8 @@ use super::limits::{
 use super::{SearchWorld, TaskWorld, World};
 use crate::env::Step;
 use crate::llm::ChatMessage;
+use crate::retrieval::Document;
+use crate::search::session::{Reply, SearchSession};
 use crate::tooluse::env::{ToolEnv, openai_call};
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, GetPromptRequestParams,
@@ -97,8 +99,9 @@ impl From<crate::Error> for ToolError {
 
 /// The state of one session's episode.
 enum Episode {
-    /// A search session; `ended` holds what ended it (a scored answer).
-    Search { ended: Option<String> },
+    /// A search session: scored (a question; the search environment's own session, so its
+    /// reward, scoring and turn cap) or free browsing (`None`).
+    Search(Option<Box<SearchSession>>),
     /// A tool-use episode.
     Task(Box<ToolEnv>),
 }
@@ -115,7 +118,7 @@ impl McpServer {
     /// A new session (a fresh episode) of `world`.
     pub fn new(world: Arc<World>) -> crate::Result<Self> {
         let episode = match world.as_ref() {
-            World::Search(_) => Episode::Search { ended: None },
+            World::Search(w) => Episode::Search(w.session()?.map(Box::new)),
             World::Task(t) => Episode::Task(Box::new(t.episode()?)),
         };
         Ok(McpServer {
@@ -338,8 +341,12 @@ fn call_search(
     name: &str,
     args: &JsonObject,
 ) -> Result<CallToolResult, ToolError> {
-    if let Episode::Search { ended: Some(why) } = &*lock(episode) {
-        return Err(ToolError::EpisodeOver(why.clone()));
+    let mut ep = lock(episode);
+    let Episode::Search(session) = &mut *ep else {
+        return Err(ToolError::Failed("not a search session".into()));
+    };
+    if let Some(s) = session.as_deref().filter(|s| s.done()) {
+        return Err(over(s));
     }
     match name {
         "search" => {
@@ -353,8 +360,17 @@ fn call_search(
                     message: "query is empty".into(),
                 });
             }
-            let docs = w.search(a.query.trim(), k)?;
-            let text = crate::search::information(&docs);
+            let (text, docs) = match session {
+                Some(s) => match s.search(a.query.trim(), Some(k))? {
+                    Reply::Passages { text, docs } => (text, docs),
+                    other => return ended(s, other),
+                },
+                None => {
+                    let docs: Vec<Document> =
+                        w.search(a.query.trim(), k)?.into_iter().cloned().collect();
+                    (crate::search::information(&docs), docs)
+                }
+            };
             let results: Vec<Value> = docs
                 .iter()
                 .map(|d| json!({"id": d.id, "title": d.title(), "contents": d.contents}))
@@ -364,7 +380,14 @@ fn call_search(
         "get_article" => {
             let a: TitleArgs = parse(name, args)?;
             bounded("title", &a.title)?;
-            match w.article_by_title(a.title.trim()) {
+            let found = match session {
+                Some(s) => match s.get_article(a.title.trim()) {
+                    Reply::Article(found) => found,
+                    other => return ended(s, other),
+                },
+                None => w.article_by_title(a.title.trim()).cloned(),
+            };
+            match found {
                 Some(d) => Ok(ok(
                     d.contents.clone(),
                     json!({"id": d.id, "title": d.title(), "contents": d.contents,
@@ -419,36 +442,53 @@ fn call_search(
                 json!({"people": page, "total": total, "offset": offset, "next_offset": next}),
             ))
         }
-        "answer" if w.question().is_some() => {
+        "answer" => {
+            let Some(s) = session else {
+                return Err(ToolError::BadArguments {
+                    tool: name.to_owned(),
+                    message: "no such tool in this session".into(),
+                });
+            };
             let a: AnswerArgs = parse(name, args)?;
             bounded("answer", &a.answer)?;
-            let s = w.score(&a.answer).unwrap_or(crate::reward::AnswerScore {
-                f1: 0.0,
-                em: 0.0,
-                precision: 0.0,
-                recall: 0.0,
-            });
-            let mut ep = lock(episode);
-            if let Episode::Search { ended: Some(why) } = &*ep {
-                return Err(ToolError::EpisodeOver(why.clone()));
-            }
-            *ep = Episode::Search {
-                ended: Some(format!("answered, score {}", s.f1)),
-            };
-            Ok(ok(
-                format!(
-                    "Episode over. Score (F1): {} (exact match {}, precision {}, recall {}).",
-                    s.f1, s.em, s.precision, s.recall
-                ),
-                json!({"score": s.f1, "f1": s.f1, "em": s.em, "precision": s.precision,
-                       "recall": s.recall, "done": true}),
-            ))
+            let reply = s.answer(&a.answer)?;
+            ended(s, reply)
         }
         other => Err(ToolError::BadArguments {
             tool: other.to_owned(),
             message: "no such tool in this session".into(),
         }),
     }
+}
+
+/// Why a scored search session is over, as a tool error.
+fn over(s: &SearchSession) -> ToolError {
+    ToolError::EpisodeOver(format!("score {}", s.reward()))
+}
+
+/// The result of the call that ended a scored search session: the score of an answer (F1, exact
+/// match, precision, recall), or why it ended without one (the turn cap, the token budget).
+fn ended(s: &SearchSession, reply: Reply) -> Result<CallToolResult, ToolError> {
+    let Reply::Ended { metadata } = reply else {
+        return Err(over(s));
+    };
+    let num = |k: &str| metadata.get(k).and_then(Value::as_f64).unwrap_or(0.0);
+    let (f1, em, precision, recall) = (num("f1"), num("em"), num("precision"), num("recall"));
+    let reason = metadata.get("reason").and_then(Value::as_str);
+    let text = match reason {
+        Some(why) if !metadata.contains_key("f1") => {
+            format!("Episode over ({why}). Score: {}.", s.reward())
+        }
+        _ => format!(
+            "Episode over. Score (F1): {f1} (exact match {em}, precision {precision}, recall \
+             {recall})."
+        ),
+    };
+    Ok(ok(
+        text,
+        json!({"score": s.reward(), "f1": f1, "em": em, "precision": precision,
+               "recall": recall, "done": true, "reason": reason}),
+    ))
 }
 
 /// The MCP result of a tool-use step: the observations, and the score when it ended.

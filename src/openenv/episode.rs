@@ -7,12 +7,9 @@
 
 use crate::env::Environment;
 use crate::llm::ChatMessage;
-use crate::question::Question;
-use crate::retrieval::SearchIndex;
-use crate::search::SearchEnv;
+use crate::search::session::{Reply, SearchSession};
 use crate::tooluse::env::{ToolEnv, openai_call};
 use serde_json::{Map, Value, json};
-use std::sync::Arc;
 
 /// Longest text argument (query, title, answer, question, summary), in characters.
 pub const MAX_TEXT_CHARS: usize = 4096;
@@ -80,17 +77,6 @@ pub struct CallOutcome {
     pub done: bool,
 }
 
-/// A search episode over tool calls: `search`, `get_article`, `answer`.
-pub struct SearchEpisode {
-    env: SearchEnv,
-    index: Arc<SearchIndex>,
-    question: Question,
-    max_turns: usize,
-    turns: usize,
-    done: bool,
-    reward: f64,
-}
-
 /// A tool-use episode: the task's tools, `ask_user` and `finish`.
 pub struct TaskEpisode {
     env: ToolEnv,
@@ -101,7 +87,7 @@ pub struct TaskEpisode {
 /// One episode of an OpenEnv session.
 pub enum Episode {
     /// A question of a dataset, answered with the search tools.
-    Search(Box<SearchEpisode>),
+    Search(Box<SearchSession>),
     /// A tool-use task.
     Task(Box<TaskEpisode>),
 }
@@ -182,102 +168,50 @@ fn text_arg(tool: &str, args: &Map<String, Value>, field: &str) -> Result<String
     Ok(value.clone())
 }
 
-impl SearchEpisode {
-    /// A fresh episode of `question` in `env` (reset here); `index` answers `get_article`.
-    pub fn new(
-        mut env: SearchEnv,
-        index: Arc<SearchIndex>,
-        question: Question,
-        max_turns: usize,
-    ) -> crate::Result<Self> {
-        env.reset()?;
-        Ok(SearchEpisode {
-            env,
-            index,
-            question,
-            max_turns,
-            turns: 0,
-            done: false,
-            reward: 0.0,
-        })
-    }
-
-    /// The question being answered.
-    pub fn question(&self) -> &Question {
-        &self.question
-    }
-
-    /// Counts one tool call against the turn cap; false once the episode is over.
-    fn turn(&mut self) -> bool {
-        if self.done {
-            return false;
+/// One call of a search episode: the session does the work, this says it in OpenEnv's words.
+fn call_search(
+    s: &mut SearchSession,
+    name: &str,
+    args: &Map<String, Value>,
+) -> Result<CallOutcome, ToolFault> {
+    let field = match name {
+        "search" => "query",
+        "get_article" => "title",
+        "answer" => "answer",
+        _ => {
+            return Err(ToolFault::NotFound {
+                name: name.into(),
+                known: "search, get_article, answer".into(),
+            });
         }
-        if self.turns >= self.max_turns {
-            self.done = true;
-            return false;
+    };
+    let text = text_arg(name, args, field)?;
+    let fault = |e: crate::Error| ToolFault::Execution(e.to_string());
+    let reply = match name {
+        "search" => s.search(&text, None).map_err(fault)?,
+        "get_article" => s.get_article(&text),
+        _ => s.answer(&text).map_err(fault)?,
+    };
+    let text = match reply {
+        Reply::Passages { text, .. } => {
+            let passages = text.trim();
+            passages
+                .strip_prefix("<information>")
+                .and_then(|p| p.strip_suffix("</information>"))
+                .unwrap_or(passages)
+                .trim()
+                .to_owned()
         }
-        self.turns += 1;
-        true
-    }
-
-    fn outcome(&self, text: String) -> CallOutcome {
-        CallOutcome {
-            text,
-            reward: self.reward,
-            done: self.done,
-        }
-    }
-
-    fn call(&mut self, name: &str, args: &Map<String, Value>) -> Result<CallOutcome, ToolFault> {
-        let (field, tag) = match name {
-            "search" => ("query", Some("search")),
-            "get_article" => ("title", None),
-            "answer" => ("answer", Some("answer")),
-            _ => {
-                return Err(ToolFault::NotFound {
-                    name: name.into(),
-                    known: "search, get_article, answer".into(),
-                });
-            }
-        };
-        let text = text_arg(name, args, field)?;
-        if !self.turn() {
-            return Ok(self.outcome(EPISODE_OVER.into()));
-        }
-        let Some(tag) = tag else {
-            let body = match self.index.article(&text) {
-                Some(doc) => doc.contents.clone(),
-                None => format!("No article is titled {text:?}."),
-            };
-            return Ok(self.outcome(body));
-        };
-        let step = self
-            .env
-            .step(&format!("<{tag}>{text}</{tag}>"))
-            .map_err(|e| ToolFault::Execution(e.to_string()))?;
-        if step.done {
-            self.done = true;
-            self.reward = step.reward;
-            let text = if tag == "answer" {
-                "Answer recorded.".to_owned()
-            } else {
-                EPISODE_OVER.to_owned()
-            };
-            return Ok(self.outcome(text));
-        }
-        let observed: String = step
-            .observations
-            .iter()
-            .map(|m| m.content.as_str())
-            .collect();
-        let passages = observed.trim();
-        let passages = passages
-            .strip_prefix("<information>")
-            .and_then(|p| p.strip_suffix("</information>"))
-            .unwrap_or(passages)
-            .trim();
-        Ok(self.outcome(passages.to_owned()))
-    }
+        Reply::Article(Some(doc)) => doc.contents,
+        Reply::Article(None) => format!("No article is titled {text:?}."),
+        Reply::Ended { .. } if name == "answer" => "Answer recorded.".to_owned(),
+        Reply::Ended { .. } | Reply::Over => EPISODE_OVER.to_owned(),
+    };
+    Ok(CallOutcome {
+        text,
+        reward: s.reward(),
+        done: s.done(),
+    })
 }
 
 impl TaskEpisode {
@@ -419,7 +353,7 @@ impl Episode {
         args: &Map<String, Value>,
     ) -> Result<CallOutcome, ToolFault> {
         match self {
-            Episode::Search(s) => s.call(name, args),
+            Episode::Search(s) => call_search(s, name, args),
             Episode::Task(t) => t.call(name, args),
         }
     }
@@ -427,7 +361,7 @@ impl Episode {
     /// Whether the episode has ended.
     pub fn done(&self) -> bool {
         match self {
-            Episode::Search(s) => s.done,
+            Episode::Search(s) => s.done(),
             Episode::Task(t) => t.env.is_done(),
         }
     }
@@ -435,7 +369,7 @@ impl Episode {
     /// The episode's reward so far (the exact reward once it ended).
     pub fn reward(&self) -> f64 {
         match self {
-            Episode::Search(s) => s.reward,
+            Episode::Search(s) => s.reward(),
             Episode::Task(t) => t.reward(),
         }
     }
@@ -443,7 +377,7 @@ impl Episode {
     /// Tool calls made (turns taken).
     pub fn turns(&self) -> usize {
         match self {
-            Episode::Search(s) => s.turns,
+            Episode::Search(s) => s.turns(),
             Episode::Task(t) => t
                 .env
                 .transcript()
@@ -457,16 +391,16 @@ impl Episode {
     pub fn opening(&self) -> Value {
         match self {
             Episode::Search(s) => json!({
-                "question_id": s.question.id,
-                "question": s.question.question,
+                "question_id": s.question().id,
+                "question": s.question().question,
                 "prompt": format!(
                     "Answer the question about a fictional universe of people. Use `search` \
                      to find passages, `get_article` to read a person's article, and `answer` \
                      (all answers, separated by commas) to finish. Question: {}",
-                    s.question.question
+                    s.question().question
                 ),
-                "split": s.question.split,
-                "max_turns": s.max_turns,
+                "split": s.question().split,
+                "max_turns": s.max_turns(),
             }),
             Episode::Task(t) => json!({
                 "task_id": t.task_id,
@@ -482,7 +416,7 @@ impl Episode {
         let mut m = Map::new();
         match self {
             Episode::Search(s) => {
-                m.insert("question_id".into(), json!(s.question.id));
+                m.insert("question_id".into(), json!(s.question().id));
             }
             Episode::Task(t) => {
                 m.insert("task_id".into(), json!(t.task_id));

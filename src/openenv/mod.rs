@@ -24,8 +24,8 @@ mod server;
 mod world;
 
 pub use episode::{
-    CallOutcome, EPISODE_OVER, Episode, MAX_ARGS_BYTES, MAX_TEXT_CHARS, SearchEpisode, TaskEpisode,
-    ToolFault, ToolSpec, search_tools,
+    CallOutcome, EPISODE_OVER, Episode, MAX_ARGS_BYTES, MAX_TEXT_CHARS, TaskEpisode, ToolFault,
+    ToolSpec, search_tools,
 };
 pub use server::{ServerConfig, router, serve};
 pub use world::{ResetRequest, SearchWorld, TASK_SPLIT, TaskWorld, World, Worlds};

@@ -2,9 +2,10 @@
 //! tool-use tasks; how `reset` picks one; and OpenEnv's task listing over them.
 
 use super::OpenEnvError;
-use super::episode::{Episode, SearchEpisode, TaskEpisode};
+use super::episode::{Episode, TaskEpisode};
 use crate::question::Question;
 use crate::retrieval::SearchIndex;
+use crate::search::session::SearchSession;
 use crate::search::{SearchEnv, SearchEnvConfig, SearchTask};
 use crate::tooluse::env::ToolEnvConfig;
 use crate::tooluse::rubric::{RubricScorer, ScoreConfig};
@@ -345,11 +346,10 @@ impl World {
                     gold_docs: Vec::new(),
                 };
                 let env = SearchEnv::new(w.index.clone(), w.config.clone(), task)?;
-                Ok(Episode::Search(Box::new(SearchEpisode::new(
+                Ok(Episode::Search(Box::new(SearchSession::new(
                     env,
                     w.index.clone(),
                     q,
-                    w.config.max_turns,
                 )?)))
             }
             Worlds::Tasks(w) => {

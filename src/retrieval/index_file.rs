@@ -115,6 +115,7 @@ pub enum EncoderSpec {
 
 /// Search structure of an index.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[cfg_attr(feature = "clap", derive(clap::ValueEnum))]
 #[serde(rename_all = "lowercase")]
 pub enum IndexKind {
     /// Exact search over all vectors.

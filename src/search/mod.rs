@@ -17,6 +17,7 @@
 //! [`oracle`] derives a question's oracle trajectory from its proof and replays it here.
 
 pub mod oracle;
+pub mod session;
 
 use crate::env::tokens::{ApproxTokenCounter, TokenCounter};
 use crate::env::{Environment, Message, Span, Step};
@@ -186,6 +187,11 @@ impl SearchEnv {
     pub fn task(&self) -> &SearchTask {
         &self.task
     }
+
+    /// The environment's knobs.
+    pub fn config(&self) -> &SearchEnvConfig {
+        &self.config
+    }
 }
 
 /// The action up to the end of the first `</search>` or `</answer>`, as Search-R1's stop strings.
@@ -291,6 +297,20 @@ impl Environment for SearchEnv {
     }
 
     fn step(&mut self, action: &str) -> crate::Result<Step> {
+        self.step_top_k(action, self.config.top_k)
+            .map(|(step, _)| step)
+    }
+}
+
+impl SearchEnv {
+    /// [`Environment::step`] with `top_k` passages for a search instead of the configured
+    /// number, also returning the retrieved passages (empty unless the action was a search):
+    /// the tool-call sessions ([`session`]) let a caller choose `k`.
+    pub fn step_top_k(
+        &mut self,
+        action: &str,
+        top_k: usize,
+    ) -> crate::Result<(Step, Vec<Document>)> {
         if self.done {
             return Err(crate::Error::EpisodeOver);
         }
@@ -310,6 +330,7 @@ impl Environment for SearchEnv {
         if self.config.max_context_tokens.is_some() {
             self.context_tokens += self.tokens.count(action);
         }
+        let mut retrieved = Vec::new();
         let step = match parse_action(action) {
             Some(("answer", content)) => {
                 let s = score(content, &self.task.answers, self.config.score_mode);
@@ -322,14 +343,14 @@ impl Environment for SearchEnv {
                     meta.insert("reason".into(), json!("empty answer"));
                 }
                 meta.insert("searches".into(), json!(self.searches));
-                return Ok(self.finish(s.f1, meta));
+                return Ok((self.finish(s.f1, meta), Vec::new()));
             }
             Some((_, query)) if !query.trim().is_empty() => {
                 let query = query.trim();
                 self.searches += 1;
-                let passages = self
+                let passages: Vec<Document> = self
                     .retriever
-                    .retrieve(&[query], self.config.top_k)?
+                    .retrieve(&[query], top_k)?
                     .into_iter()
                     .next()
                     .unwrap_or_default();
@@ -340,7 +361,9 @@ impl Environment for SearchEnv {
                 meta.insert("query".into(), json!(query));
                 meta.insert("retrieved_ids".into(), json!(ids));
                 meta.insert("gold_retrieved".into(), json!(gold));
-                Some(information(&passages))
+                let text = information(&passages);
+                retrieved = passages;
+                Some(text)
             }
             Some(_) => {
                 meta.insert("reason".into(), json!("empty search query"));
@@ -357,7 +380,7 @@ impl Environment for SearchEnv {
             if !invalid || self.turn >= self.config.max_turns {
                 meta.insert("reason".into(), json!("turn cap reached without an answer"));
             }
-            return Ok(self.finish(0.0, meta));
+            return Ok((self.finish(0.0, meta), retrieved));
         }
         let observation = step.unwrap_or_else(|| INVALID_ACTION.to_owned());
         if let Some(budget) = self.config.max_context_tokens {
@@ -365,9 +388,9 @@ impl Environment for SearchEnv {
             meta.insert("context_tokens".into(), json!(self.context_tokens));
             if self.context_tokens > budget {
                 meta.insert("reason".into(), json!("context token budget exceeded"));
-                return Ok(self.finish(0.0, meta));
+                return Ok((self.finish(0.0, meta), retrieved));
             }
         }
-        Ok(self.observe(observation, meta))
+        Ok((self.observe(observation, meta), retrieved))
     }
 }

@@ -27,7 +27,7 @@
 //! version is recorded in each record) and a strict parser: an invalid answer drops the item with
 //! a [`Reject`] record in `<stage>.rejects.jsonl`, never a default. Stages run on a pool of
 //! `concurrency` threads and write their files in input order whatever the concurrency. Every
-//! LLM exchange goes through a [`CachedBackend`], so a run replays bit-exactly offline
+//! LLM exchange goes through a [`crate::llm::CachedBackend`], so a run replays bit-exactly offline
 //! (`replay_only`).
 //!
 //! Resume: every record (kept or rejected) carries the [`fingerprint`] of what produced it: the
@@ -56,7 +56,7 @@ pub use parse::{Reject, RejectReason};
 pub use prompt::{PROMPTS, Prompt};
 pub use rollout::Rollout;
 
-use crate::llm::{CacheMode, CachedBackend, LlmBackend};
+use crate::llm::LlmBackend;
 use crate::tooluse::rubric::{RubricError, RubricScorer, ScoreConfig};
 use crate::tooluse::simulator::MappingEntry;
 use crate::tooluse::task::{HiddenContext, Rubric, Task, ToolSpec};
@@ -138,6 +138,7 @@ pub type Result<T, E = PipelineError> = std::result::Result<T, E>;
 
 /// The stages, in pipeline order.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[cfg_attr(feature = "clap", derive(clap::ValueEnum))]
 #[serde(rename_all = "lowercase")]
 pub enum Stage {
     /// Persona -> task, workflow, tools, forbidden behaviour.
@@ -208,6 +209,7 @@ pub use crate::tooluse::user::UserKind;
 
 /// How the rubric stage extracts a task's rubric from its usable teacher rollouts.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "clap", derive(clap::ValueEnum))]
 #[serde(rename_all = "kebab-case")]
 pub enum Extraction {
     /// One request shows every usable rollout; its answer is the rubric.
@@ -288,8 +290,6 @@ pub struct PipelineConfig {
     pub id_prefix: String,
     /// Maximum tokens per generation request.
     pub max_tokens: Option<u32>,
-    /// Show progress bars (on a terminal).
-    pub progress: bool,
 }
 
 impl Default for PipelineConfig {
@@ -314,7 +314,6 @@ impl Default for PipelineConfig {
             min_best_reward: 1.0,
             id_prefix: "synth-".into(),
             max_tokens: None,
-            progress: true,
         }
     }
 }
@@ -324,13 +323,22 @@ impl PipelineConfig {
     /// ([`preset::SynthPreset`], `presets/synth/<name>.json`); an unknown name is an
     /// error listing the valid ones. Set `out` (and anything else) afterwards.
     pub fn from_preset(name: &str) -> Result<PipelineConfig> {
+        Self::tuned(Some(name), &preset::Knobs::default())
+    }
+
+    /// The defaults, then the named preset's knobs (when given), then `overrides` (a CLI's
+    /// flags): the one precedence rule of every synthesis front end.
+    pub fn tuned(preset: Option<&str>, overrides: &preset::Knobs) -> Result<PipelineConfig> {
         use crate::preset::Shipped;
-        let preset = preset::SynthPreset::named(name).map_err(|e| match e {
-            crate::Error::Config(message) => PipelineError::Config(message),
-            other => PipelineError::Config(other.to_string()),
-        })?;
         let mut config = PipelineConfig::default();
-        preset.apply(&mut config);
+        if let Some(name) = preset {
+            let preset = preset::SynthPreset::named(name).map_err(|e| match e {
+                crate::Error::Config(message) => PipelineError::Config(message),
+                other => PipelineError::Config(other.to_string()),
+            })?;
+            preset.knobs.apply(&mut config);
+        }
+        overrides.apply(&mut config);
         Ok(config)
     }
 
@@ -522,6 +530,23 @@ pub(crate) type Outcome = std::result::Result<SynthItem, Box<Reject>>;
 /// An item-level failure that is not the model's fault (not recorded; retried on a rerun).
 pub(crate) type ItemError = String;
 
+/// What [`run_observed`] reports while it works: the library's one progress mechanism (a CLI
+/// draws bars from these events; the library draws nothing).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SynthEvent {
+    /// A stage starts on `items` items (those an earlier run into the same output left to do).
+    Started {
+        /// The stage.
+        stage: Stage,
+        /// Items to process.
+        items: usize,
+    },
+    /// One item of the running stage is done (kept, rejected or failed).
+    Item,
+    /// The running stage finished.
+    Finished(Stage),
+}
+
 /// Runs the configured stages. `inner` answers requests that are not in the cache (ignored, and
 /// may be `None`, with `replay_only`). `personas` is needed when the draft stage runs.
 pub fn run(
@@ -529,19 +554,24 @@ pub fn run(
     personas: Option<&Path>,
     inner: Option<Arc<dyn LlmBackend>>,
 ) -> Result<PipelineReport> {
+    run_observed(config, personas, inner, &mut |_| {})
+}
+
+/// [`run`], reporting progress to `observe` (on the calling thread).
+pub fn run_observed(
+    config: &PipelineConfig,
+    personas: Option<&Path>,
+    inner: Option<Arc<dyn LlmBackend>>,
+    observe: &mut dyn FnMut(SynthEvent),
+) -> Result<PipelineReport> {
     config.validate()?;
-    let (inner, mode) = if config.replay_only {
-        (None, CacheMode::Replay)
-    } else {
-        (inner, CacheMode::Record)
-    };
     if inner.is_none() && !config.replay_only && config.stages.iter().any(|&s| s != Stage::Filter) {
         return Err(PipelineError::Config(
             "no LLM backend given (use replay-only mode to run from the cache alone)".into(),
         ));
     }
     let ctx = Ctx {
-        backend: Arc::new(CachedBackend::new(inner, &config.cache_dir(), mode)),
+        backend: crate::llm::recorded(inner, &config.cache_dir(), config.replay_only),
         config: config.clone(),
         scorer: OnceLock::new(),
     };
@@ -559,7 +589,7 @@ pub fn run(
             Some(items) => items,
             None => stage_input(config, stage, personas)?,
         };
-        let (kept, summary) = runner::run_stage(&ctx, stage, input)?;
+        let (kept, summary) = runner::run_stage(&ctx, stage, input, observe)?;
         report.stages.push(summary);
         items = Some(kept);
     }

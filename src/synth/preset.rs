@@ -5,20 +5,10 @@ use super::PipelineConfig;
 use crate::preset::Shipped;
 use serde::{Deserialize, Serialize};
 
-/// A preset of `rulegym synth` ([`PipelineConfig`]): the settings a paper states,
-/// as a versioned data file. A knob the file leaves out keeps the pipeline's default; explicit
-/// flags override both.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct SynthPreset {
-    /// Its name (`synthagent`).
-    pub name: String,
-    /// Bumped whenever a value changes.
-    pub version: u32,
-    /// What it reproduces, and which knobs the paper leaves at our defaults.
-    pub description: String,
-    /// Where each value comes from in the paper, by knob.
-    pub sources: std::collections::BTreeMap<String, String>,
+/// The tunable knobs of the synthesis pipeline, each optional: what a preset states, or what
+/// flags override. [`Knobs::apply`] sets the ones given.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Knobs {
     /// Teacher rollouts per task.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rollouts: Option<u32>,
@@ -45,22 +35,8 @@ pub struct SynthPreset {
     pub min_best_reward: Option<f64>,
 }
 
-impl Shipped for SynthPreset {
-    const KIND: &'static str = "synth preset";
-    const FILES: &'static [(&'static str, &'static str)] = &[(
-        "synthagent",
-        include_str!("../../presets/synth/synthagent.json"),
-    )];
-
-    fn check(&self) -> crate::Result<()> {
-        let mut config = PipelineConfig::default();
-        self.apply(&mut config);
-        config.validate().map_err(crate::Error::from)
-    }
-}
-
-impl SynthPreset {
-    /// Sets the knobs the preset gives in `config`, leaving the others as they are.
+impl Knobs {
+    /// Sets the knobs given in `config`, leaving the others as they are.
     pub fn apply(&self, config: &mut PipelineConfig) {
         if let Some(v) = self.rollouts {
             config.rollouts = v;
@@ -89,6 +65,39 @@ impl SynthPreset {
     }
 }
 
+/// A preset of `rulegym synth` ([`PipelineConfig`]): the settings a paper states,
+/// as a versioned data file. A knob the file leaves out keeps the pipeline's default; explicit
+/// flags override both ([`PipelineConfig::tuned`]). (No `deny_unknown_fields`: serde does not
+/// support it beside `flatten`; the shipped files are checked key by key by a round-trip test.)
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SynthPreset {
+    /// Its name (`synthagent`).
+    pub name: String,
+    /// Bumped whenever a value changes.
+    pub version: u32,
+    /// What it reproduces, and which knobs the paper leaves at our defaults.
+    pub description: String,
+    /// Where each value comes from in the paper, by knob.
+    pub sources: std::collections::BTreeMap<String, String>,
+    /// The knobs it sets.
+    #[serde(flatten)]
+    pub knobs: Knobs,
+}
+
+impl Shipped for SynthPreset {
+    const KIND: &'static str = "synth preset";
+    const FILES: &'static [(&'static str, &'static str)] = &[(
+        "synthagent",
+        include_str!("../../presets/synth/synthagent.json"),
+    )];
+
+    fn check(&self) -> crate::Result<()> {
+        let mut config = PipelineConfig::default();
+        self.knobs.apply(&mut config);
+        config.validate().map_err(crate::Error::from)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -112,17 +121,17 @@ mod tests {
             assert_eq!(set, p.sources.keys().collect(), "{name}");
         }
         let sa = SynthPreset::named("synthagent").unwrap();
-        assert_eq!(sa.rollouts, Some(4));
-        assert_eq!(sa.extraction, Some(Extraction::PerTrajectory));
-        assert_eq!(sa.user, Some(UserKind::Llm));
-        assert_eq!(sa.max_turns, Some(16));
-        assert_eq!(sa.min_best_reward, Some(0.0));
+        assert_eq!(sa.knobs.rollouts, Some(4));
+        assert_eq!(sa.knobs.extraction, Some(Extraction::PerTrajectory));
+        assert_eq!(sa.knobs.user, Some(UserKind::Llm));
+        assert_eq!(sa.knobs.max_turns, Some(16));
+        assert_eq!(sa.knobs.min_best_reward, Some(0.0));
         // Numbers the paper does not give are not in the preset.
         assert_eq!(
             (
-                sa.temperature,
-                sa.teacher_temperature,
-                sa.min_workflow_coverage
+                sa.knobs.temperature,
+                sa.knobs.teacher_temperature,
+                sa.knobs.min_workflow_coverage
             ),
             (None, None, None)
         );

@@ -13,7 +13,6 @@ use super::{
     Ctx, ItemError, Outcome, PipelineError, PipelineReport, Result, Stage, StageSummary, SynthItem,
     process,
 };
-use indicatif::{ProgressBar, ProgressStyle};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
@@ -177,20 +176,6 @@ fn open_append(path: &Path) -> Result<std::fs::File> {
         .map_err(|e| io_error(path, "opening", e))
 }
 
-fn progress(ctx: &Ctx, stage: Stage, len: usize) -> ProgressBar {
-    if !ctx.config.progress {
-        return ProgressBar::hidden();
-    }
-    let bar = ProgressBar::new(len as u64);
-    let style = ProgressStyle::with_template("{prefix:>8} [{bar:30}] {pos}/{len} {elapsed} {msg}")
-        .map(|s| s.progress_chars("=> "));
-    if let Ok(style) = style {
-        bar.set_style(style);
-    }
-    bar.set_prefix(stage.name());
-    bar
-}
-
 /// The fingerprint each input item's record of `stage` must have, by id.
 fn expected_fingerprints(
     config: &super::PipelineConfig,
@@ -244,6 +229,7 @@ pub(crate) fn run_stage(
     ctx: &Ctx,
     stage: Stage,
     input: Vec<SynthItem>,
+    observe: &mut dyn FnMut(super::SynthEvent),
 ) -> Result<(Vec<SynthItem>, StageSummary)> {
     let out = out_path(&ctx.config.out, stage);
     let rej = rejects_path(&ctx.config.out, stage);
@@ -256,14 +242,17 @@ pub(crate) fn run_stage(
         orphaned += o;
     }
     let todo: Vec<&SynthItem> = input.iter().filter(|i| !done.contains(&i.id)).collect();
-    let bar = progress(ctx, stage, todo.len());
+    observe(super::SynthEvent::Started {
+        stage,
+        items: todo.len(),
+    });
     let (mut out_file, mut rej_file) = (open_append(&out)?, open_append(&rej)?);
     let mut failures: Vec<String> = Vec::new();
     let work = |item: &&SynthItem| -> std::result::Result<Outcome, ItemError> {
         process(ctx, stage, item, &expected[&item.id])
     };
     let result = for_each_ordered(&todo, ctx.config.concurrency, work, |i, outcome| {
-        bar.inc(1);
+        observe(super::SynthEvent::Item);
         match outcome {
             Ok(Ok(next)) => append(&mut out_file, &out, &to_line(&next)?),
             Ok(Err(reject)) => append(&mut rej_file, &rej, &to_line(&reject)?),
@@ -273,7 +262,7 @@ pub(crate) fn run_stage(
             }
         }
     });
-    bar.finish_and_clear();
+    observe(super::SynthEvent::Finished(stage));
     drop((out_file, rej_file));
     result?;
     let order: BTreeMap<&str, usize> = input

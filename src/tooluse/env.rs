@@ -31,10 +31,12 @@ pub const ENV_ID: &str = "tool-use-v1";
 
 /// How tool calls and their replies are written.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[cfg_attr(feature = "clap", derive(clap::ValueEnum))]
 #[serde(rename_all = "lowercase")]
 pub enum Protocol {
     /// OpenAI `tool_calls` in, `tool` messages out; tools passed in the request.
     #[default]
+    #[cfg_attr(feature = "clap", value(name = "openai"))]
     OpenAi,
     /// Hermes text: `<tool_call>` in assistant text, `<tool_response>` user turns out; tools
     /// listed in the system prompt.

@@ -3,12 +3,13 @@
 //! it into a [`task::CompiledTask`] (schemas and rubric program compiled once); the
 //! [`env::ToolEnv`] plays an episode against the tool [`simulator`] and a simulated [`user`];
 //! [`simulation`] sets both up the same way on every surface (one shared mapping per task, the
-//! recorded LLM client); the [`rubric`] scores the trajectory with Prolog rules (or an LLM
+//! recorded LLM client); [`play`] runs an agent model through tasks; the [`rubric`] scores the trajectory with Prolog rules (or an LLM
 //! judge); `crate::export::tooluse` writes verl/SkyRL rows; [`rulegen`] builds tasks from a universe with no LLM.
 //!
 //! The LLM synthesis pipeline that writes tasks lives above this wing, in `synth` (feature `synth`).
 
 pub mod env;
+pub mod play;
 pub mod rubric;
 pub mod rulegen;
 pub mod schema;

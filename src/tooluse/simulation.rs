@@ -17,7 +17,7 @@ use super::env::{ToolEnv, ToolEnvConfig};
 use super::rubric::RubricScorer;
 use super::simulator::{MappingConfig, MappingSimulator, SimError};
 use super::user::{RuleUser, UserKind, UserSimulator};
-use crate::llm::{CacheMode, CachedBackend, LlmBackend, LlmError, SchemaFormat};
+use crate::llm::{ClientConfig, LlmBackend, LlmError, SchemaFormat, recorded};
 use crate::tooluse::task::{CompiledTask, Task};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -174,39 +174,19 @@ impl SimulationConfig {
         dir.join("mappings").join(format!("{task}.json"))
     }
 
-    /// The HTTP client this configuration asks for (`None` without an endpoint or when
-    /// replaying).
-    #[cfg(feature = "http")]
-    fn client(&self) -> Result<Option<Arc<dyn LlmBackend>>, SimError> {
-        use crate::llm::openai::{OpenAiBackend, OpenAiConfig, api_key_from_env};
-        let Some(endpoint) = self.endpoint.as_ref().filter(|_| !self.replay_only) else {
-            return Ok(None);
-        };
-        let api_key = self
-            .api_key_env
-            .as_deref()
-            .map(|var| api_key_from_env("api_key_env", var))
-            .transpose()?;
-        let client = OpenAiBackend::new(OpenAiConfig {
-            endpoint: endpoint.clone(),
-            api_key,
-            timeout: std::time::Duration::from_secs_f64(self.timeout_s),
+    /// The client of the simulator LLM: this configuration's endpoint, key, limits and
+    /// replay mode (recorded in `DIR/llm-cache`).
+    pub fn client_config(&self) -> ClientConfig {
+        ClientConfig {
+            endpoint: self.endpoint.clone(),
+            api_key_env: self.api_key_env.clone(),
+            timeout_s: self.timeout_s,
             max_retries: self.max_retries,
             max_concurrency: self.max_concurrency,
             schema_format: self.schema_format,
-            ..OpenAiConfig::default()
-        })?;
-        Ok(Some(Arc::new(client)))
-    }
-
-    #[cfg(not(feature = "http"))]
-    fn client(&self) -> Result<Option<Arc<dyn LlmBackend>>, SimError> {
-        match (&self.endpoint, self.replay_only) {
-            (Some(_), false) => Err(config_error(
-                "this build of rulegym has no HTTP client (feature `http`): an endpoint cannot \
-                 be used",
-            )),
-            _ => Ok(None),
+            cache: self.dir.as_ref().map(|dir| dir.join("llm-cache")),
+            replay_only: self.replay_only,
+            ..ClientConfig::default()
         }
     }
 }
@@ -223,7 +203,7 @@ impl Simulation {
     /// A simulation as configured (the HTTP client when there is an endpoint).
     pub fn new(config: SimulationConfig) -> Result<Self, SimError> {
         config.validate()?;
-        let client = config.client()?;
+        let client = config.client_config().http()?;
         Self::with_backend(config, client)
     }
 
@@ -236,15 +216,7 @@ impl Simulation {
         config.check(config.uses_llm() || inner.is_some())?;
         let backend = match &config.dir {
             Some(dir) if config.uses_llm() || inner.is_some() => {
-                let (inner, mode) = if config.replay_only {
-                    (None, CacheMode::Replay)
-                } else {
-                    (inner, CacheMode::Record)
-                };
-                Some(
-                    Arc::new(CachedBackend::new(inner, &dir.join("llm-cache"), mode))
-                        as Arc<dyn LlmBackend>,
-                )
+                Some(recorded(inner, &dir.join("llm-cache"), config.replay_only))
             }
             _ => None,
         };

@@ -12,6 +12,7 @@ use std::sync::Arc;
 
 /// Which user simulator answers the agent's questions.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[cfg_attr(feature = "clap", derive(clap::ValueEnum))]
 #[serde(rename_all = "lowercase")]
 pub enum UserKind {
     /// The rule-based user ([`RuleUser`]: reveals a slot when a question names one of its

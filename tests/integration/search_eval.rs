@@ -897,7 +897,7 @@ fn eval_presets_sampling_and_bad_input() {
         (vec!["--preset", "nope"], "valid: phantomenvs, synthagent"),
         (
             vec!["--preset", "phantomenvs", "--stage", "dev"],
-            "valid: train, eval",
+            "invalid value 'dev' for '--stage <STAGE>'",
         ),
         (
             vec!["--max-context-tokens", "0"],

@@ -152,7 +152,7 @@ fn export_verl_and_skyrl_rows_read_back() {
         // pyarrow reads the file as the trainers do.
         assert_pyarrow_reads(&pq, &from_jsonl, &name);
     }
-    // Bad format: an error naming it.
+    // Bad format: an error naming it and the valid ones.
     let out = cli::run(
         cli::rulegym()
             .args(["export", "--format", "openrlhf", "--dataset"])
@@ -161,7 +161,11 @@ fn export_verl_and_skyrl_rows_read_back() {
             .arg(dir.path().join("x.parquet")),
     );
     assert!(!out.status.success());
-    assert!(String::from_utf8_lossy(&out.stderr).contains("unknown export format"));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("'openrlhf'") && err.contains("[possible values: verl, skyrl, trl]"),
+        "{err}"
+    );
 }
 
 /// TRL rows: flat columns (`prompt`, `answers`, the question's metadata, `environment`), the
@@ -342,7 +346,7 @@ fn export_preset_and_prompt_files() {
         ),
         (
             vec!["--preset", "phantomenvs", "--stage", "test"],
-            "unknown stage \"test\" (valid: train, eval)",
+            "[possible values: train, eval]",
         ),
         (
             vec!["--preset", "synthagent"],

@@ -318,7 +318,6 @@ fn config(root: &Path, cache: &str, concurrency: usize) -> PipelineConfig {
         cache: Some(root.join(cache)),
         model: "teacher-model".into(),
         concurrency,
-        progress: false,
         ..PipelineConfig::default()
     }
 }
@@ -1371,7 +1370,6 @@ fn synth_cli_preset_synthagent_is_the_library_preset_and_flags_override_it() {
         out: root.path().join("lib/out"),
         cache: Some(root.path().join("lib/cache")),
         model: "teacher-model".into(),
-        progress: false,
         ..PipelineConfig::from_preset("synthagent").unwrap()
     };
     let script = Arc::new(Script::default());

@@ -2,19 +2,19 @@
 //! agent model (OpenAI-compatible endpoint) through tool-use tasks.
 
 use rulegym::Result;
-use rulegym::llm::openai::{OpenAiBackend, OpenAiConfig, api_key_from_env};
-use rulegym::llm::{CacheMode, CachedBackend, ChatMessage, LlmBackend, SchemaFormat};
-use rulegym::tooluse::env::{ToolEnvConfig, play_episode, trajectory_from_messages};
+use rulegym::llm::{ChatMessage, ClientConfig};
+use rulegym::preset::Stage;
+use rulegym::tooluse::env::{Protocol, ToolEnvConfig, trajectory_from_messages};
+use rulegym::tooluse::play::PlayConfig;
 use rulegym::tooluse::rubric::agreement::AgreementReport;
 use rulegym::tooluse::rubric::judge::LlmJudge;
-use rulegym::tooluse::rubric::{ItemJudge, RewardVariant, RubricScorer, ScoreBy, ScoreConfig};
-use rulegym::tooluse::simulation::{Simulation, SimulationConfig};
+use rulegym::tooluse::rubric::{RewardVariant, RubricScorer, ScoreBy, ScoreConfig};
+use rulegym::tooluse::simulation::SimulationConfig;
 use rulegym::tooluse::task::{TaskError, ValidateOptions, load_tasks};
 use rulegym::tooluse::user::UserKind;
 use serde_json::{Value, json};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::time::Duration;
 
 mod generate;
 
@@ -54,8 +54,8 @@ pub struct ScoreArgs {
     #[arg(long)]
     trajectory: PathBuf,
     /// Reward variant: paper, peer-weighted or peer-strict.
-    #[arg(long, default_value = "paper")]
-    variant: String,
+    #[arg(long, value_enum, default_value_t = RewardVariant::Paper)]
+    variant: RewardVariant,
 }
 
 /// Flags of `rulegym tools play`.
@@ -64,9 +64,10 @@ pub struct PlayArgs {
     /// Task file.
     #[arg(long)]
     tasks: PathBuf,
-    /// OpenAI-compatible endpoint of the agent (`http://host:8000/v1`).
-    #[arg(long)]
-    endpoint: String,
+    /// The agent's endpoint, key, retries and record/replay cache (default OUT/llm-cache; also
+    /// the simulators' and judge's, and with --replay-only their mappings come from OUT only).
+    #[command(flatten)]
+    llm: crate::llm::LlmArgs,
     /// Agent model name.
     #[arg(long)]
     model: String,
@@ -78,15 +79,15 @@ pub struct PlayArgs {
     #[arg(long)]
     preset: Option<String>,
     /// The preset's stage: eval (default) or train.
-    #[arg(long, default_value = "eval", requires = "preset")]
-    stage: String,
+    #[arg(long, value_enum, default_value_t = Stage::Eval, requires = "preset")]
+    stage: Stage,
     /// Wire protocol: openai (tool_calls) or hermes (<tool_call> text) [openai, or the
     /// preset's].
-    #[arg(long)]
-    protocol: Option<String>,
+    #[arg(long, value_enum)]
+    protocol: Option<Protocol>,
     /// User simulator: rule (reveals slots on keywords) or llm.
-    #[arg(long, default_value = "rule")]
-    user: String,
+    #[arg(long, value_enum, default_value_t = UserKind::Rule)]
+    user: UserKind,
     /// Endpoint of the simulator LLM (tool and LLM user); defaults to --endpoint.
     #[arg(long)]
     sim_endpoint: Option<String>,
@@ -97,19 +98,14 @@ pub struct PlayArgs {
     /// with a new response; exact canonical repeats still reuse theirs).
     #[arg(long)]
     no_semantic_equivalence: bool,
-    /// How answer schemas (the simulator's, the judge's) are sent as `response_format`:
-    /// json-schema (OpenAI, vLLM, SGLang, llama.cpp), json-object (llama-cpp-python's server)
-    /// or off.
-    #[arg(long, default_value = "json-schema")]
-    schema_format: String,
     /// Start each task's mapping from DIR/<id>.json when OUT has none (e.g. the mappings/ that
     /// `rulegym synth` wrote: the teacher's tool responses).
     #[arg(long)]
     seed_mappings: Option<PathBuf>,
     /// Who decides the reward: rules (the rubric's Prolog rules; default) or judge
     /// (SynthAgent's LLM judge over the whole rubric, recorded in OUT/llm-cache).
-    #[arg(long, default_value = "rules")]
-    reward: String,
+    #[arg(long, value_enum, default_value_t = ScoreBy::Rules)]
+    reward: ScoreBy,
     /// Endpoint of the judge (--reward judge, and rubric items without a rule); defaults to
     /// the simulator's.
     #[arg(long)]
@@ -117,9 +113,6 @@ pub struct PlayArgs {
     /// Judge model; defaults to the simulator's.
     #[arg(long)]
     judge_model: Option<String>,
-    /// Name of an environment variable holding the API key.
-    #[arg(long)]
-    api_key_env: Option<String>,
     /// Agent turns per episode (a task's max_turns overrides) [16, or the preset's].
     #[arg(long)]
     max_turns: Option<u32>,
@@ -129,16 +122,12 @@ pub struct PlayArgs {
     /// Seed passed to the endpoints.
     #[arg(long, default_value_t = 0)]
     seed: u64,
-    /// Replay only from OUT (llm-cache/ and mappings/; no network; a miss is an error for the
-    /// agent, a tool error or an unanswered question for the simulators).
-    #[arg(long, visible_alias = "replay-only")]
-    replay: bool,
     /// Episodes in flight at once.
     #[arg(long, default_value_t = 4)]
     concurrency: usize,
     /// Reward variant: paper, peer-weighted or peer-strict.
-    #[arg(long, default_value = "paper")]
-    variant: String,
+    #[arg(long, value_enum, default_value_t = RewardVariant::Paper)]
+    variant: RewardVariant,
 }
 
 /// Flags of `rulegym tools agree`.
@@ -151,7 +140,10 @@ pub struct AgreeArgs {
     /// "id" and "messages").
     #[arg(long)]
     trajectories: PathBuf,
-    /// OpenAI-compatible endpoint of the judge; not needed with --replay-only.
+    /// The judge's endpoint, key, retries and record/replay cache (default OUT/llm-cache).
+    #[command(flatten)]
+    llm: crate::llm::LlmArgs,
+    /// The judge's endpoint (the same as --endpoint, which it overrides).
     #[arg(long)]
     judge_endpoint: Option<String>,
     /// Judge model.
@@ -160,30 +152,12 @@ pub struct AgreeArgs {
     /// Output directory: agreement.json and llm-cache/ (the judge's recorded answers).
     #[arg(long)]
     out: PathBuf,
-    /// Only replay the judge's answers from OUT/llm-cache.
-    #[arg(long)]
-    replay_only: bool,
-    /// Name of an environment variable holding the API key.
-    #[arg(long)]
-    api_key_env: Option<String>,
     /// Seed sent to the judge.
     #[arg(long, default_value_t = 0)]
     seed: u64,
-    /// How the judge's verdict schema is sent as `response_format`: json-schema, json-object
-    /// (llama-cpp-python's server) or off.
-    #[arg(long, default_value = "json-schema")]
-    schema_format: String,
     /// Reward variant: paper, peer-weighted or peer-strict.
-    #[arg(long, default_value = "paper")]
-    variant: String,
-}
-
-fn variant(name: &str) -> Result<RewardVariant> {
-    serde_json::from_value(json!(name)).map_err(|_| {
-        rulegym::Error::Config(format!(
-            "unknown reward variant {name:?} (paper, peer-weighted, peer-strict)"
-        ))
-    })
+    #[arg(long, value_enum, default_value_t = RewardVariant::Paper)]
+    variant: RewardVariant,
 }
 
 /// Runs `rulegym tools`.
@@ -224,7 +198,7 @@ fn score(args: ScoreArgs) -> Result<()> {
     let messages = read_messages(&args.trajectory)?;
     let trajectory = trajectory_from_messages(&world, &messages)?;
     let scorer = RubricScorer::new(ScoreConfig {
-        variant: variant(&args.variant)?,
+        variant: args.variant,
         ..ScoreConfig::default()
     })?;
     let result = scorer.score(&world.task, &world.program, &trajectory, None)?;
@@ -238,162 +212,72 @@ fn score(args: ScoreArgs) -> Result<()> {
     Ok(())
 }
 
-/// The HTTP client of an endpoint (the one LLM client), with the API key from `api_key_env`.
-fn client(
-    endpoint: &str,
-    api_key_env: Option<&str>,
-    max_concurrency: usize,
-    schema_format: SchemaFormat,
-) -> Result<Arc<dyn LlmBackend>> {
-    let api_key = api_key_env
-        .map(|var| api_key_from_env("--api-key-env", var))
-        .transpose()?;
-    Ok(Arc::new(OpenAiBackend::new(OpenAiConfig {
-        endpoint: endpoint.to_owned(),
-        api_key,
-        timeout: Duration::from_secs(300),
-        max_concurrency: max_concurrency.max(1),
-        schema_format,
-        ..OpenAiConfig::default()
-    })?))
-}
-
-fn score_config(variant_name: &str, by: &str) -> Result<ScoreConfig> {
-    let by = match by {
-        "rules" => ScoreBy::Rules,
-        "judge" => ScoreBy::Judge,
-        other => {
-            return Err(rulegym::Error::Config(format!(
-                "unknown reward source {other:?} (rules, judge)"
-            )));
-        }
-    };
-    Ok(ScoreConfig {
-        variant: variant(variant_name)?,
+fn score_config(variant: RewardVariant, by: ScoreBy) -> ScoreConfig {
+    ScoreConfig {
+        variant,
         by,
         ..ScoreConfig::default()
-    })
+    }
+}
+
+/// The client settings of `tools play` and `tools agree`: 5-minute requests, two connections per
+/// episode in flight.
+fn tools_client(llm: &crate::llm::LlmArgs, out: &Path, concurrency: usize) -> ClientConfig {
+    llm.client(
+        ClientConfig {
+            timeout_s: 300.0,
+            max_concurrency: (concurrency.max(1) * 2).min(1024),
+            ..ClientConfig::default()
+        },
+        Some(&out.join("llm-cache")),
+    )
 }
 
 fn play(args: PlayArgs) -> Result<()> {
-    let stage: rulegym::preset::Stage = args.stage.parse()?;
-    let mut env_config = match &args.preset {
-        Some(name) => {
-            <rulegym::preset::EnvPreset as rulegym::preset::Shipped>::named(name)?.tooluse(stage)?
-        }
+    let mut env = match &args.preset {
+        Some(name) => <rulegym::preset::EnvPreset as rulegym::preset::Shipped>::named(name)?
+            .tooluse(args.stage)?,
         None => ToolEnvConfig::default(),
     };
-    if let Some(name) = &args.protocol {
-        env_config.protocol = serde_json::from_value(json!(name)).map_err(|_| {
-            rulegym::Error::Config(format!("unknown protocol {name:?} (openai, hermes)"))
-        })?;
+    if let Some(protocol) = args.protocol {
+        env.protocol = protocol;
     }
     if let Some(t) = args.max_turns {
-        env_config.max_turns = t;
+        env.max_turns = t;
     }
-    env_config.validate()?;
-    let user: UserKind = args.user.parse().map_err(rulegym::Error::Config)?;
-    let score = score_config(&args.variant, &args.reward)?;
-    let tasks = load_tasks(&args.tasks, ValidateOptions::default())?;
-    let connections = args.concurrency.max(1) * 2;
-    let schema_format: SchemaFormat = args.schema_format.parse()?;
-    let online = |endpoint: &str| -> Result<Option<Arc<dyn LlmBackend>>> {
-        if args.replay {
-            Ok(None)
-        } else {
-            client(
-                endpoint,
-                args.api_key_env.as_deref(),
-                connections,
-                schema_format,
-            )
-            .map(Some)
-        }
-    };
-    let mode = if args.replay {
-        CacheMode::Replay
-    } else {
-        CacheMode::Record
-    };
-    let cache_dir = args.out.join("llm-cache");
-    let agent: Arc<dyn LlmBackend> = Arc::new(CachedBackend::new(
-        online(&args.endpoint)?,
-        &cache_dir,
-        mode,
-    ));
-    let sim_endpoint = args.sim_endpoint.clone().unwrap_or(args.endpoint.clone());
-    let sim_model = args.sim_model.clone().unwrap_or(args.model.clone());
-    let simulation = Simulation::with_backend(
-        SimulationConfig {
-            endpoint: Some(sim_endpoint.clone()),
-            model: sim_model.clone(),
-            user,
+    let agent = tools_client(&args.llm, &args.out, args.concurrency);
+    let config = PlayConfig {
+        simulation: SimulationConfig {
+            endpoint: args.sim_endpoint.clone(),
+            model: args.sim_model.clone().unwrap_or(args.model.clone()),
+            user: args.user,
             dir: Some(args.out.clone()),
             seed_mappings: args.seed_mappings.clone(),
-            replay_only: args.replay,
             semantic_equivalence: !args.no_semantic_equivalence,
-            schema_format,
-            max_concurrency: connections,
+            schema_format: agent.schema_format,
+            max_concurrency: agent.max_concurrency,
             seed: args.seed,
             ..SimulationConfig::default()
         },
-        online(&sim_endpoint)?,
-    )?;
-    let judge: Arc<dyn ItemJudge> = Arc::new(LlmJudge::new(
-        Arc::new(CachedBackend::new(
-            online(args.judge_endpoint.as_deref().unwrap_or(&sim_endpoint))?,
-            &cache_dir,
-            mode,
-        )),
-        args.judge_model.as_deref().unwrap_or(&sim_model),
-        Some(args.seed),
-    ));
-    let scorer = Arc::new(RubricScorer::new(score)?);
-    let pool = rayon::ThreadPoolBuilder::new()
-        .num_threads(args.concurrency.max(1))
-        .build()
-        .map_err(|e| rulegym::Error::Config(format!("thread pool: {e}")))?;
-    let episodes: Vec<Result<Value>> = pool.install(|| {
-        use rayon::prelude::*;
-        tasks
-            .into_par_iter()
-            .map(|task| {
-                let world = Arc::new(task.compile(ValidateOptions::default())?);
-                let mut env = simulation
-                    .env(world, scorer.clone(), env_config.clone())?
-                    .with_judge(judge.clone());
-                let episode = play_episode(
-                    &mut env,
-                    agent.as_ref(),
-                    &args.model,
-                    Some(args.temperature),
-                    Some(args.seed),
-                )?;
-                Ok(serde_json::to_value(&episode).unwrap_or(Value::Null))
-            })
-            .collect()
-    });
-    let mut lines = String::new();
-    let mut rewards = Vec::new();
-    let mut failed_simulations = 0;
-    for episode in episodes {
-        let episode = episode?;
-        rewards.push(episode["reward"].as_f64().unwrap_or(0.0));
-        failed_simulations += episode["simulation_errors"].as_array().map_or(0, Vec::len);
-        lines.push_str(&episode.to_string());
-        lines.push('\n');
-    }
-    let path = args.out.join("trajectories.jsonl");
-    rulegym::io::write_file_atomic(&path, lines.as_bytes())?;
-    let mean = if rewards.is_empty() {
-        0.0
-    } else {
-        rewards.iter().sum::<f64>() / rewards.len() as f64
+        agent,
+        model: args.model.clone(),
+        temperature: args.temperature,
+        seed: args.seed,
+        env,
+        judge_endpoint: args.judge_endpoint.clone(),
+        judge_model: args.judge_model.clone(),
+        score: score_config(args.variant, args.reward),
+        concurrency: args.concurrency,
     };
+    let tasks = load_tasks(&args.tasks, ValidateOptions::default())?;
+    let report = rulegym::tooluse::play::play(tasks, &config)?;
+    let path = args.out.join("trajectories.jsonl");
+    rulegym::io::write_file_atomic(&path, report.jsonl().as_bytes())?;
     println!(
         "{}",
-        json!({"episodes": rewards.len(), "mean_reward": mean, "rewards": rewards,
-               "failed_simulations": failed_simulations, "out": path})
+        json!({"episodes": report.episodes.len(), "mean_reward": report.mean_reward(),
+               "rewards": report.rewards(), "failed_simulations": report.failed_simulations(),
+               "out": path})
     );
     Ok(())
 }
@@ -407,32 +291,11 @@ fn agree(args: AgreeArgs) -> Result<()> {
         messages: Vec<ChatMessage>,
     }
     let episodes: Vec<Episode> = rulegym::io::read_jsonl(&args.trajectories)?;
-    let inner = match (&args.judge_endpoint, args.replay_only) {
-        (_, true) => None,
-        (Some(endpoint), false) => Some(client(
-            endpoint,
-            args.api_key_env.as_deref(),
-            4,
-            args.schema_format.parse()?,
-        )?),
-        (None, false) => {
-            return Err(rulegym::Error::Config(
-                "--judge-endpoint is required unless --replay-only".into(),
-            ));
-        }
-    };
-    let mode = if args.replay_only {
-        CacheMode::Replay
-    } else {
-        CacheMode::Record
-    };
-    let judge = LlmJudge::new(
-        Arc::new(CachedBackend::new(inner, &args.out.join("llm-cache"), mode)),
-        &args.judge_model,
-        Some(args.seed),
-    );
-    let rules = RubricScorer::new(score_config(&args.variant, "rules")?)?;
-    let judged = RubricScorer::new(score_config(&args.variant, "judge")?)?;
+    let client =
+        tools_client(&args.llm, &args.out, 2).with_endpoint(args.judge_endpoint.as_deref());
+    let judge = LlmJudge::new(client.backend()?, &args.judge_model, Some(args.seed));
+    let rules = RubricScorer::new(score_config(args.variant, ScoreBy::Rules))?;
+    let judged = RubricScorer::new(score_config(args.variant, ScoreBy::Judge))?;
     let mut report = AgreementReport::default();
     for Episode { id, messages } in &episodes {
         let task = tasks

@@ -89,6 +89,7 @@ pub enum RubricError {
 
 /// How the item results combine into a reward.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "clap", derive(clap::ValueEnum))]
 #[serde(rename_all = "kebab-case")]
 pub enum RewardVariant {
     /// The paper: `1[no forbidden] x (sub-goal fraction + interaction fraction) / 2`.
@@ -175,6 +176,7 @@ pub trait ItemJudge: Send + Sync {
 
 /// Who decides the rubric's items.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "clap", derive(clap::ValueEnum))]
 #[serde(rename_all = "lowercase")]
 pub enum ScoreBy {
     /// rulegym's default: every item with a rule is decided by its Prolog rule (exact,
