@@ -25,7 +25,7 @@ mod task;
 
 pub use bounded::{BoundedError, BoundedSessions};
 
-pub use search::SearchWorld;
+pub use search::{SCORED_MAX_TURNS, SearchWorld};
 pub use server::{ARTICLE_URI, McpServer, QUESTION_URI, TASK_URI, ToolError};
 pub use task::{BUILTIN_TOOLS, TaskWorld};
 

@@ -1,7 +1,8 @@
 //! The search environment driven by tool calls instead of tagged text: the scored search
 //! sessions of the MCP and OpenEnv servers. A [`SearchSession`] wraps a [`SearchEnv`], so the
 //! reward, the answer scoring, the turn cap and the token budgets are the environment's own;
-//! `get_article` reads the index and counts as a turn like the environment's actions.
+//! `get_article` reads the index and counts as a turn like the environment's actions: the call
+//! that uses the last turn without an answer ends the episode with reward 0.
 
 use super::SearchEnv;
 use crate::env::{Environment, Step};
@@ -105,6 +106,25 @@ impl SearchSession {
         true
     }
 
+    /// The end of an episode whose last turn (`get_article`, or a search the environment did
+    /// not see as its last) used the cap: reward 0, as the environment's own cap.
+    fn capped(&mut self, reply: Reply) -> Reply {
+        if self.turns < self.max_turns {
+            return reply;
+        }
+        self.done = true;
+        self.reward = 0.0;
+        Reply::Ended {
+            metadata: BTreeMap::from([
+                ("turn".to_owned(), Value::from(self.turns)),
+                (
+                    "reason".to_owned(),
+                    Value::from("turn cap reached without an answer"),
+                ),
+            ]),
+        }
+    }
+
     fn ended(&mut self, step: Step) -> Reply {
         self.done = true;
         self.reward = step.reward;
@@ -130,7 +150,7 @@ impl SearchSession {
             .iter()
             .map(|m| m.content.as_str())
             .collect();
-        Ok(Reply::Passages { text, docs })
+        Ok(self.capped(Reply::Passages { text, docs }))
     }
 
     /// The article titled `title` (exactly, else ignoring case); one turn.
@@ -138,7 +158,8 @@ impl SearchSession {
         if !self.turn() {
             return Reply::Over;
         }
-        Reply::Article(self.index.article(title).cloned())
+        let found = self.index.article(title).cloned();
+        self.capped(Reply::Article(found))
     }
 
     /// Gives the final answer (comma-separated items): the environment scores it and the

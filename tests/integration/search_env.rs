@@ -360,3 +360,66 @@ fn default_config_has_no_budgets() {
     assert!(!s.metadata.contains_key("context_tokens"));
     assert!(!s.metadata.contains_key("action_truncated"));
 }
+
+/// The tool-call session (MCP's and OpenEnv's scored search) is the environment's own episode:
+/// a search returns the environment's passages, the answer its exact score, the turn cap ends
+/// the episode with reward 0, and nothing runs after the end.
+#[test]
+fn session_wraps_the_environment_scoring_and_turn_cap() {
+    use rulegym::search::session::{Reply, SearchSession};
+    let d = dataset();
+    let q = &d.questions[0];
+    let task = SearchTask {
+        question: q.question.clone(),
+        answers: q.answers.clone(),
+        gold_docs: Vec::new(),
+    };
+    let config = SearchEnvConfig {
+        max_turns: 3,
+        ..SearchEnvConfig::default()
+    };
+    let new = || {
+        let env = SearchEnv::new(d.index.clone(), config.clone(), task.clone()).unwrap();
+        SearchSession::new(env, d.index.clone(), q.clone()).unwrap()
+    };
+    // A search: the environment's observation and the passages it retrieved, k of them.
+    let mut s = new();
+    let name = &d.universe.people[0].name;
+    let Reply::Passages { text, docs } = s.search(name, Some(5)).unwrap() else {
+        panic!("a search returns passages");
+    };
+    assert_eq!(docs.len(), 5);
+    assert!(text.contains("<information>") && text.contains(docs[0].title()));
+    assert!(matches!(s.get_article(name), Reply::Article(Some(doc)) if doc.title() == name));
+    // The gold answer scores 1, exactly as the environment's own step would.
+    let gold = q.answers.join(", ");
+    let Reply::Ended { metadata } = s.answer(&gold).unwrap() else {
+        panic!("an answer ends the episode");
+    };
+    let mut env = SearchEnv::new(d.index.clone(), config.clone(), task.clone()).unwrap();
+    env.reset().unwrap();
+    let step = env.step(&format!("<answer>{gold}</answer>")).unwrap();
+    assert_eq!(
+        (s.reward(), metadata["f1"].clone()),
+        (step.reward, step.metadata["f1"].clone())
+    );
+    assert_eq!(s.reward(), 1.0);
+    assert!(s.done() && matches!(s.search("x", None).unwrap(), Reply::Over));
+    // Three calls without an answer: the third reaches the environment's cap, reward 0.
+    let mut s = new();
+    assert!(matches!(
+        s.get_article("Nobody Atall"),
+        Reply::Article(None)
+    ));
+    assert!(matches!(
+        s.search(name, None).unwrap(),
+        Reply::Passages { .. }
+    ));
+    let Reply::Ended { metadata } = s.search(name, None).unwrap() else {
+        panic!("the cap ends the episode");
+    };
+    assert_eq!(s.reward(), 0.0);
+    assert!(metadata.contains_key("reason"), "{metadata:?}");
+    assert!(matches!(s.answer(&gold).unwrap(), Reply::Over));
+    assert_eq!(s.turns(), 3);
+}
