@@ -38,7 +38,7 @@ fn main() -> rulegym::Result<()> {
         let mut env = SearchEnv::new(index.clone(), SearchEnvConfig::default(), task)?;
         env.reset()?;
         let step = env.step(&format!("<search>{}</search>", question.question))?;
-        let found = &step.observations[0].content;
+        let found = step.observations[0].content_str();
         println!("search -> {} chars of passages", found.len());
         let step = env.step(&format!("<answer>{answer}</answer>"))?;
         println!(

@@ -75,8 +75,8 @@ pub(crate) fn step_to_py<'py>(
     let obs = PyList::empty(py);
     for m in &step.observations {
         let d = PyDict::new(py);
-        d.set_item("role", &m.role)?;
-        d.set_item("content", &m.content)?;
+        d.set_item("role", m.role.as_str())?;
+        d.set_item("content", m.content_str())?;
         obs.append(d)?;
     }
     out.set_item("observations", obs)?;
@@ -97,13 +97,13 @@ pub(crate) fn step_to_py<'py>(
 
 pub(crate) fn messages_to_py<'py>(
     py: Python<'py>,
-    messages: &[rulegym::env::Message],
+    messages: &[rulegym::llm::ChatMessage],
 ) -> PyResult<Bound<'py, PyList>> {
     let out = PyList::empty(py);
     for m in messages {
         let d = PyDict::new(py);
-        d.set_item("role", &m.role)?;
-        d.set_item("content", &m.content)?;
+        d.set_item("role", m.role.as_str())?;
+        d.set_item("content", m.content_str())?;
         out.append(d)?;
     }
     Ok(out)

@@ -2,10 +2,11 @@
 //! ([`crate::search`], Search-R1 protocol) and the tool-use environment
 //! ([`crate::tooluse::env`]) share [`Environment`], [`Step`], [`Span`] and the metadata
 //! conventions, so one trainer adapter and one conformance test serve both; [`tokens`] counts
-//! the tokens their budgets are in.
+//! the tokens their budgets are in. Messages are the crate's one chat type, [`crate::llm::ChatMessage`].
 
 pub mod tokens;
 
+use crate::llm::ChatMessage;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
@@ -25,25 +26,6 @@ pub const PROTOCOL_MARKERS: [&str; 10] = [
     "###TRANSFER_TO_HUMAN",
 ];
 
-/// A chat message (OpenAI shape: `role` and `content`).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Message {
-    /// `system`, `user`, `assistant` or `tool`.
-    pub role: String,
-    /// The text.
-    pub content: String,
-}
-
-impl Message {
-    /// A message with this role and content.
-    pub fn new(role: &str, content: impl Into<String>) -> Self {
-        Message {
-            role: role.to_owned(),
-            content: content.into(),
-        }
-    }
-}
-
 /// A byte range `[start, end)` of environment-written text inside the text a step appends, so a
 /// trainer can mask it out of the loss.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -58,7 +40,7 @@ pub struct Span {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Step {
     /// New messages for the agent's context (empty when the episode ended without a reply).
-    pub observations: Vec<Message>,
+    pub observations: Vec<ChatMessage>,
     /// Reward of this step (non-zero only at the end of an episode, by convention).
     pub reward: f64,
     /// Whether the episode is over.
@@ -72,7 +54,7 @@ pub struct Step {
 /// A multi-turn environment. `Send`, cheap to construct per trajectory.
 pub trait Environment: Send {
     /// Starts the episode: the chat prompt the agent sees.
-    fn reset(&mut self) -> crate::Result<Vec<Message>>;
+    fn reset(&mut self) -> crate::Result<Vec<ChatMessage>>;
     /// Applies the agent's action text; never panics on any input.
     fn step(&mut self, action: &str) -> crate::Result<Step>;
 }

@@ -3,7 +3,7 @@
 
 use super::policy::Policy;
 use crate::env::Environment;
-use crate::env::Message;
+use crate::llm::{ChatMessage, Role};
 use crate::question::Question;
 use crate::search::oracle::proof_plan;
 use crate::search::{Retriever, SearchEnv, SearchEnvConfig, SearchTask};
@@ -66,7 +66,7 @@ pub struct EpisodeRecord {
     /// Gold answers.
     pub answers: Vec<String>,
     /// The chat: prompt, assistant turns, observations.
-    pub messages: Vec<Message>,
+    pub messages: Vec<ChatMessage>,
     /// The reward (set F1; 0 without an answer).
     pub f1: f64,
     /// Exact match of the answer set.
@@ -162,7 +162,7 @@ fn play_counted(
             }
         };
         record.turns += 1;
-        messages.push(Message::new("assistant", action.clone()));
+        messages.push(ChatMessage::text(Role::Assistant, action.clone()));
         let step = env.step(&action)?;
         let meta = &step.metadata;
         record.searches = meta

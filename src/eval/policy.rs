@@ -1,7 +1,6 @@
 //! What answers each turn of an evaluation episode: the [`Policy`] trait and the
 //! OpenAI-compatible endpoint policy with its sampling settings.
 
-use crate::env::Message;
 use crate::llm::{ChatMessage, ChatRequest, LlmBackend};
 use serde::{Deserialize, Serialize};
 use std::sync::Arc;
@@ -12,7 +11,7 @@ pub const STOP: [&str; 2] = ["</search>", "</answer>"];
 /// Anything that answers a chat with the assistant's next text (an endpoint, a scripted policy).
 pub trait Policy: Sync {
     /// The assistant's reply to `messages`, including the stop string it stopped at.
-    fn act(&self, messages: &[Message]) -> crate::Result<String>;
+    fn act(&self, messages: &[ChatMessage]) -> crate::Result<String>;
 }
 
 /// Puts back the stop string an endpoint cut off (OpenAI APIs drop it from the text): the
@@ -97,26 +96,20 @@ impl EndpointPolicy {
     }
 
     /// The request for one turn.
-    pub fn request(&self, messages: &[Message]) -> ChatRequest {
+    pub fn request(&self, messages: &[ChatMessage]) -> ChatRequest {
         ChatRequest {
             temperature: Some(self.sampling.temperature),
             top_p: self.sampling.top_p,
             max_tokens: Some(self.sampling.max_tokens),
             seed: self.sampling.seed,
             stop: STOP.iter().map(|s| s.to_string()).collect(),
-            ..ChatRequest::new(
-                &self.sampling.model,
-                messages
-                    .iter()
-                    .map(|m| ChatMessage::text(&m.role, m.content.clone()))
-                    .collect(),
-            )
+            ..ChatRequest::new(&self.sampling.model, messages.to_vec())
         }
     }
 }
 
 impl Policy for EndpointPolicy {
-    fn act(&self, messages: &[Message]) -> crate::Result<String> {
+    fn act(&self, messages: &[ChatMessage]) -> crate::Result<String> {
         let response = self.backend.chat(&self.request(messages))?;
         Ok(restore_stop(
             response.message.content_str(),

@@ -9,7 +9,7 @@ pub mod tooluse;
 pub use search::{ExportOptions, ExportRow, ExtraInfo, TRL_SEARCH_ENVIRONMENT, export};
 pub use tooluse::{ToolExportOptions, export_tasks};
 
-use crate::env::Message;
+use crate::llm::ChatMessage;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
@@ -85,7 +85,7 @@ impl std::fmt::Display for ExportFormat {
 fn trainer_row(
     format: ExportFormat,
     data_source: &str,
-    prompt: &[Message],
+    prompt: &[ChatMessage],
     label: &str,
     ground_truth: Value,
     extra_info: Value,

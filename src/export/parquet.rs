@@ -2,7 +2,7 @@
 //! (parquet's low-level writer, no arrow, no codecs), and a reader back to JSON for tests.
 
 use super::ExportError;
-use crate::env::Message;
+use crate::llm::ChatMessage;
 use parquet::basic::Compression;
 use parquet::data_type::{ByteArray, ByteArrayType, Int64Type};
 use parquet::file::properties::WriterProperties;
@@ -44,11 +44,11 @@ pub(super) fn list_column<'a, I: IntoIterator<Item = &'a str>>(
 
 /// The two leaf columns of `prompt` (roles, then contents) of these rows' prompts.
 pub(super) fn prompt_columns<'a>(
-    prompts: impl Iterator<Item = &'a [Message]> + Clone,
+    prompts: impl Iterator<Item = &'a [ChatMessage]> + Clone,
 ) -> [Column; 2] {
     [
         list_column(prompts.clone().map(|p| p.iter().map(|m| m.role.as_str()))),
-        list_column(prompts.map(|p| p.iter().map(|m| m.content.as_str()))),
+        list_column(prompts.map(|p| p.iter().map(|m| m.content_str()))),
     ]
 }
 

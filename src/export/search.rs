@@ -14,7 +14,8 @@ use super::parquet::{
     Column, PROMPT_SCHEMA, list_column, prompt_columns, str_column, write_columns,
 };
 use super::{ExportError, ExportFormat, trainer_row};
-use crate::env::{Environment, Message};
+use crate::env::Environment;
+use crate::llm::ChatMessage;
 use crate::question::Question;
 use crate::search::{NoRetrieval, Retriever, SearchEnv, SearchEnvConfig, SearchTask};
 use serde::{Deserialize, Serialize};
@@ -90,7 +91,7 @@ pub struct ExtraInfo {
 #[derive(Debug, Clone, PartialEq)]
 pub struct ExportRow {
     /// The chat prompt (the environment's `reset`).
-    pub prompt: Vec<Message>,
+    pub prompt: Vec<ChatMessage>,
     /// Gold answers.
     pub target: Vec<String>,
     /// Row metadata.

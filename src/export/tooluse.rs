@@ -43,7 +43,7 @@
 
 use super::parquet::{Column, PROMPT_SCHEMA, prompt_columns, str_column, write_columns};
 use super::{ExportError, ExportFormat, trainer_row};
-use crate::env::Message;
+use crate::llm::{ChatMessage, Role};
 use crate::tooluse::env::{Protocol, system_prompt};
 use crate::tooluse::task::Task;
 use serde_json::{Value, json};
@@ -129,7 +129,7 @@ pub struct ToolExportRow {
     /// The task as JSON text (what the environment is rebuilt from).
     pub task: String,
     /// The chat prompt: system prompt and the task's instruction.
-    pub prompt: Vec<Message>,
+    pub prompt: Vec<ChatMessage>,
     /// The task's tools: exported name -> the task's own name.
     pub tools: BTreeMap<String, String>,
     /// The TRL environment of the task ([`trl_environment`]).
@@ -279,8 +279,8 @@ pub fn tool_rows(tasks: &[Task], options: &ToolExportOptions) -> crate::Result<T
             task_id: task.id.clone(),
             task: text,
             prompt: vec![
-                Message::new("system", system),
-                Message::new("user", task.instruction.clone()),
+                ChatMessage::text(Role::System, system),
+                ChatMessage::text(Role::User, task.instruction.clone()),
             ],
             tools: own,
             environment: trl_environment(task),

@@ -96,12 +96,12 @@ fn parse_hermes_call(body: &str, id: String) -> ParsedCall {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::llm::{FunctionCall, ToolCall};
+    use crate::llm::{FunctionCall, Role, ToolCall};
 
     #[test]
     fn openai_and_hermes_calls_are_read_in_order() {
         let mut message = ChatMessage::text(
-            "assistant",
+            Role::Assistant,
             "Looking. <tool_call>{\"name\": \"find\", \"arguments\": {\"q\": 1}}</tool_call> \
              then <tool_call>{\"name\": \"get\", \"arguments\": \"{\\\"id\\\": 2}\"}",
         );
@@ -126,7 +126,7 @@ mod tests {
     #[test]
     fn unreadable_calls_say_why_and_keep_their_text() {
         let message = ChatMessage::text(
-            "assistant",
+            Role::Assistant,
             "<tool_call>not json</tool_call><tool_call>[1]</tool_call><tool_call>{\"arguments\": {}}</tool_call>",
         );
         let (text, calls) = parse_tool_calls(&message, 1);

@@ -169,7 +169,7 @@ impl ClientConfig {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::llm::{ChatMessage, ChatRequest, ScriptedBackend};
+    use crate::llm::{ChatMessage, ChatRequest, Role, ScriptedBackend};
 
     #[test]
     fn replay_needs_a_cache_and_a_live_run_an_endpoint() {
@@ -196,7 +196,7 @@ mod tests {
     fn recorded_answers_replay_without_the_inner_backend() {
         let dir = std::env::temp_dir().join(format!("rulegym-client-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
-        let request = ChatRequest::new("m", vec![ChatMessage::text("user", "hi")]);
+        let request = ChatRequest::new("m", vec![ChatMessage::text(Role::User, "hi")]);
         let inner: Arc<dyn LlmBackend> = Arc::new(ScriptedBackend::constant("hello"));
         let live = recorded(Some(inner), &dir, false);
         let first = live.chat(&request).unwrap();
@@ -209,7 +209,7 @@ mod tests {
         .backend()
         .unwrap();
         assert_eq!(replay.chat(&request).unwrap(), first);
-        let other = ChatRequest::new("m", vec![ChatMessage::text("user", "bye")]);
+        let other = ChatRequest::new("m", vec![ChatMessage::text(Role::User, "bye")]);
         assert!(matches!(replay.chat(&other), Err(LlmError::NotRecorded(_))));
         let _ = std::fs::remove_dir_all(&dir);
     }

@@ -88,11 +88,47 @@ pub struct FunctionCall {
     pub arguments: String,
 }
 
-/// A chat message with the OpenAI optional fields.
+/// Who wrote a chat message (OpenAI's roles; serialised lowercase).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Role {
+    /// Instructions from the system (the prompt's frame).
+    System,
+    /// OpenAI's newer name for system instructions; read like `system`.
+    Developer,
+    /// The user (or the environment speaking as the user).
+    User,
+    /// The model.
+    Assistant,
+    /// A tool's response to a call.
+    Tool,
+}
+
+impl Role {
+    /// The wire name (`system`, `developer`, `user`, `assistant`, `tool`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Role::System => "system",
+            Role::Developer => "developer",
+            Role::User => "user",
+            Role::Assistant => "assistant",
+            Role::Tool => "tool",
+        }
+    }
+}
+
+impl std::fmt::Display for Role {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// A chat message (OpenAI shape): the one message type of the crate, from the environments'
+/// observations to the LLM requests. A text message serialises as `{"role", "content"}`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ChatMessage {
-    /// `system`, `user`, `assistant` or `tool`.
-    pub role: String,
+    /// Who wrote it.
+    pub role: Role,
     /// Text (`null` for assistant messages that only call tools).
     #[serde(default)]
     pub content: Option<String>,
@@ -106,9 +142,9 @@ pub struct ChatMessage {
 
 impl ChatMessage {
     /// A message with text content.
-    pub fn text(role: &str, content: impl Into<String>) -> Self {
+    pub fn text(role: Role, content: impl Into<String>) -> Self {
         ChatMessage {
-            role: role.to_owned(),
+            role,
             content: Some(content.into()),
             tool_calls: Vec::new(),
             tool_call_id: None,
@@ -293,7 +329,7 @@ impl LlmBackend for ScriptedBackend {
 /// A response holding an assistant text message.
 pub fn assistant_text(text: &str) -> ChatResponse {
     ChatResponse {
-        message: ChatMessage::text("assistant", text),
+        message: ChatMessage::text(Role::Assistant, text),
         finish_reason: Some("stop".into()),
         stop_reason: None,
     }

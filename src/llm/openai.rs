@@ -270,10 +270,11 @@ impl LlmBackend for OpenAiBackend {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::llm::Role;
 
     #[test]
     fn answer_schemas_are_sent_in_the_server_dialect() {
-        let request = ChatRequest::new("m", vec![ChatMessage::text("user", "hi")])
+        let request = ChatRequest::new("m", vec![ChatMessage::text(Role::User, "hi")])
             .json_schema("verdicts", json!({"type": "object"}));
         let body = |schema_format| {
             let client = OpenAiBackend::new(OpenAiConfig {

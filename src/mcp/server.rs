@@ -496,7 +496,7 @@ fn step_result(step: Step) -> CallToolResult {
     let text = step
         .observations
         .iter()
-        .map(|m| m.content.as_str())
+        .map(ChatMessage::content_str)
         .collect::<Vec<_>>()
         .join("\n");
     if step.done {
@@ -561,12 +561,18 @@ fn call_task(
                     message: "question is empty".into(),
                 });
             }
-            ChatMessage::text("assistant", format!("<question>{}</question>", a.question))
+            ChatMessage::text(
+                crate::llm::Role::Assistant,
+                format!("<question>{}</question>", a.question),
+            )
         }
         "finish" => {
             let a: SummaryArgs = parse(name, args)?;
             plain("summary", &a.summary)?;
-            ChatMessage::text("assistant", format!("<answer>{}</answer>", a.summary))
+            ChatMessage::text(
+                crate::llm::Role::Assistant,
+                format!("<answer>{}</answer>", a.summary),
+            )
         }
         tool => {
             debug_assert!(w.task().task.tool(tool).is_some());
@@ -580,7 +586,7 @@ fn call_task(
                 });
             }
             ChatMessage {
-                role: "assistant".into(),
+                role: crate::llm::Role::Assistant,
                 content: None,
                 tool_calls: vec![openai_call(&call_id, tool, &value)],
                 tool_call_id: None,

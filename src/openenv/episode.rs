@@ -6,7 +6,7 @@
 //! reached. Every tool call is one turn.
 
 use crate::env::Environment;
-use crate::llm::ChatMessage;
+use crate::llm::{ChatMessage, Role};
 use crate::search::session::{Reply, SearchSession};
 use crate::tooluse::env::{ToolEnv, openai_call};
 use serde_json::{Map, Value, json};
@@ -269,11 +269,11 @@ impl TaskEpisode {
                         message: "question is empty".into(),
                     });
                 }
-                ChatMessage::text("assistant", format!("<question>{q}</question>"))
+                ChatMessage::text(Role::Assistant, format!("<question>{q}</question>"))
             }
             "finish" => {
                 let s = text_arg(name, args, "summary")?;
-                ChatMessage::text("assistant", format!("<answer>{s}</answer>"))
+                ChatMessage::text(Role::Assistant, format!("<answer>{s}</answer>"))
             }
             tool if self.env.task().task.tool(tool).is_some() => {
                 let value = Value::Object(args.clone());
@@ -288,7 +288,7 @@ impl TaskEpisode {
                 }
                 self.calls += 1;
                 ChatMessage {
-                    role: "assistant".into(),
+                    role: Role::Assistant,
                     content: None,
                     tool_calls: vec![openai_call(
                         &format!("openenv_{}", self.calls),
@@ -320,7 +320,7 @@ impl TaskEpisode {
         let text: Vec<&str> = step
             .observations
             .iter()
-            .map(|m| m.content.as_str())
+            .map(ChatMessage::content_str)
             .collect();
         let done = self.env.is_done();
         let text = match (text.join("\n"), done) {
@@ -382,7 +382,7 @@ impl Episode {
                 .env
                 .transcript()
                 .iter()
-                .filter(|m| m.role == "assistant")
+                .filter(|m| m.role == Role::Assistant)
                 .count(),
         }
     }

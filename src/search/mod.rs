@@ -20,7 +20,8 @@ pub mod oracle;
 pub mod session;
 
 use crate::env::tokens::{ApproxTokenCounter, TokenCounter};
-use crate::env::{Environment, Message, Span, Step};
+use crate::env::{Environment, Span, Step};
+use crate::llm::{ChatMessage, Role};
 use crate::retrieval::{Document, SearchIndex};
 use crate::reward::{ScoreMode, score};
 use serde::{Deserialize, Serialize};
@@ -265,7 +266,7 @@ impl SearchEnv {
             end: text.len(),
         };
         Step {
-            observations: vec![Message::new("user", text)],
+            observations: vec![ChatMessage::text(Role::User, text)],
             reward: 0.0,
             done: false,
             metadata: meta,
@@ -275,23 +276,26 @@ impl SearchEnv {
 }
 
 impl Environment for SearchEnv {
-    fn reset(&mut self) -> crate::Result<Vec<Message>> {
+    fn reset(&mut self) -> crate::Result<Vec<ChatMessage>> {
         self.turn = 0;
         self.searches = 0;
         self.done = false;
         self.context_tokens = 0;
         let mut messages = Vec::new();
         if let Some(system) = &self.config.system_prompt {
-            messages.push(Message::new("system", system.clone()));
+            messages.push(ChatMessage::text(Role::System, system.clone()));
         }
-        messages.push(Message::new(
-            "user",
+        messages.push(ChatMessage::text(
+            Role::User,
             self.config
                 .prompt
                 .replace("{question}", &self.task.question),
         ));
         if self.config.max_context_tokens.is_some() {
-            self.context_tokens = messages.iter().map(|m| self.tokens.count(&m.content)).sum();
+            self.context_tokens = messages
+                .iter()
+                .map(|m| self.tokens.count(m.content_str()))
+                .sum();
         }
         Ok(messages)
     }

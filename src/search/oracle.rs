@@ -3,7 +3,8 @@
 //! replays each one; a trajectory that does not reach F1 = 1 names the retrieval misses.
 
 use super::{Retriever, SearchEnv, SearchEnvConfig, SearchTask};
-use crate::env::{Environment, Message};
+use crate::env::Environment;
+use crate::llm::{ChatMessage, Role};
 use crate::question::{
     Anchor, Attr, Certificate, Certify, Chain, ChainStep, Query, Question, Solvability,
 };
@@ -316,7 +317,7 @@ pub struct OracleTrajectory {
     /// The question id.
     pub id: String,
     /// The chat: prompt, the oracle's turns and the environment's observations.
-    pub messages: Vec<Message>,
+    pub messages: Vec<ChatMessage>,
     /// F1 of the replayed answer.
     pub f1: f64,
     /// Searches the oracle made (its turns are these plus the answer).
@@ -378,7 +379,7 @@ pub fn replay(
     ));
     let mut reward = 0.0;
     for (action, expected) in actions {
-        messages.push(Message::new("assistant", action.clone()));
+        messages.push(ChatMessage::text(Role::Assistant, action.clone()));
         let step = env.step(&action)?;
         let retrieved: Vec<&str> = step
             .metadata

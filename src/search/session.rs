@@ -148,7 +148,7 @@ impl SearchSession {
         let text: String = step
             .observations
             .iter()
-            .map(|m| m.content.as_str())
+            .map(crate::llm::ChatMessage::content_str)
             .collect();
         Ok(self.capped(Reply::Passages { text, docs }))
     }

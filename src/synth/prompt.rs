@@ -3,7 +3,7 @@
 //! the constant at it, so recorded outputs always name the prompt that produced them.
 
 use super::{Ctx, ItemError};
-use crate::llm::{ChatMessage, ChatRequest, ChatResponse};
+use crate::llm::{ChatMessage, ChatRequest, ChatResponse, Role};
 
 /// A stage prompt: Markdown with `{{name}}` placeholders.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -111,7 +111,7 @@ pub(crate) fn ask_seeded(
 ) -> Result<ChatResponse, ItemError> {
     let mut request = ChatRequest::new(
         &ctx.config.model,
-        vec![ChatMessage::text("user", prompt.render(vars))],
+        vec![ChatMessage::text(Role::User, prompt.render(vars))],
     );
     request.temperature = Some(ctx.config.temperature);
     request.seed = Some(seed);

@@ -56,7 +56,11 @@ struct Teacher {
 impl LlmBackend for Teacher {
     fn chat(&self, request: &ChatRequest) -> Result<ChatResponse, LlmError> {
         let mut request = request.clone();
-        if let Some(first) = request.messages.first_mut().filter(|m| m.role == "system") {
+        if let Some(first) = request
+            .messages
+            .first_mut()
+            .filter(|m| m.role == crate::llm::Role::System)
+        {
             let wrapped = TEACHER.render(&[("env_system", first.content_str())]);
             first.content = Some(wrapped);
         }

@@ -14,9 +14,10 @@
 
 use super::simulator::{MappingSimulator, canonical_json, execute_state_tool, state_hash};
 use super::user::{USER_UNAVAILABLE, UserReply, UserSimulator, revealed_slots};
-use crate::env::{Environment, Message, Span, Step};
+use crate::env::{Environment, Span, Step};
 use crate::llm::{
-    ChatMessage, ChatRequest, FunctionCall, LlmBackend, ParsedCall, ToolCall, parse_tool_calls,
+    ChatMessage, ChatRequest, FunctionCall, LlmBackend, ParsedCall, Role, ToolCall,
+    parse_tool_calls,
 };
 use crate::tooluse::rubric::{
     Event, ItemJudge, RubricResult, RubricScorer, StopMarker, Trajectory,
@@ -431,7 +432,7 @@ impl ToolEnv {
         self.turn += 1;
         let step = self.turn;
         let mut assistant = message.clone();
-        assistant.role = "assistant".into();
+        assistant.role = Role::Assistant;
         self.transcript.push(assistant);
         let parsed = parse_assistant(message, step);
         let mut meta = BTreeMap::from([
@@ -504,9 +505,9 @@ impl ToolEnv {
                 ids.push(call.id.clone());
                 let (message, chat) = match self.config.protocol {
                     Protocol::OpenAi => (
-                        Message::new("tool", outcome.content.clone()),
+                        ChatMessage::text(Role::Tool, outcome.content.clone()),
                         ChatMessage {
-                            role: "tool".into(),
+                            role: Role::Tool,
                             content: Some(outcome.content),
                             tool_calls: Vec::new(),
                             tool_call_id: Some(call.id.clone()),
@@ -516,8 +517,8 @@ impl ToolEnv {
                         let text =
                             format!("<tool_response>\n{}\n</tool_response>", outcome.content);
                         (
-                            Message::new("user", text.clone()),
-                            ChatMessage::text("user", text),
+                            ChatMessage::text(Role::User, text.clone()),
+                            ChatMessage::text(Role::User, text),
                         )
                     }
                 };
@@ -554,7 +555,7 @@ impl ToolEnv {
             self.recorder.user_reply(step, &reply.text, &revealed);
             meta.insert("revealed".into(), json!(revealed));
             self.transcript
-                .push(ChatMessage::text("user", reply.text.clone()));
+                .push(ChatMessage::text(Role::User, reply.text.clone()));
             let marker = if reply.text.contains("###TRANSFER_TO_HUMAN") {
                 Some(StopMarker::TransferToHuman)
             } else if reply.text.contains("###STOP") {
@@ -566,7 +567,7 @@ impl ToolEnv {
                 self.recorder.events.push(Event::Stopped { step, marker });
                 return self.finish(&format!("user_{}", end_reason(marker)), meta);
             }
-            observations.push(Message::new("user", reply.text));
+            observations.push(ChatMessage::text(Role::User, reply.text));
         }
         if step >= self.max_turns() {
             meta.insert("observations_dropped".into(), json!(observations.len()));
@@ -577,9 +578,9 @@ impl ToolEnv {
         for o in &observations {
             spans.push(Span {
                 start: offset,
-                end: offset + o.content.len(),
+                end: offset + o.content_str().len(),
             });
-            offset += o.content.len();
+            offset += o.content_str().len();
         }
         Ok(Step {
             observations,
@@ -620,25 +621,21 @@ impl ToolEnv {
 }
 
 impl Environment for ToolEnv {
-    fn reset(&mut self) -> crate::Result<Vec<Message>> {
+    fn reset(&mut self) -> crate::Result<Vec<ChatMessage>> {
         self.recorder = Recorder::new(self.world.clone());
         self.response_tokens = 0;
         self.turn = 0;
         self.done = false;
         self.result = None;
         self.transcript = vec![
-            ChatMessage::text("system", self.system_prompt()),
-            ChatMessage::text("user", self.world.task.instruction.clone()),
+            ChatMessage::text(Role::System, self.system_prompt()),
+            ChatMessage::text(Role::User, self.world.task.instruction.clone()),
         ];
-        Ok(self
-            .transcript
-            .iter()
-            .map(|m| Message::new(&m.role, m.content_str()))
-            .collect())
+        Ok(self.transcript.clone())
     }
 
     fn step(&mut self, action: &str) -> crate::Result<Step> {
-        self.step_message(&ChatMessage::text("assistant", action))
+        self.step_message(&ChatMessage::text(Role::Assistant, action))
     }
 }
 
@@ -685,9 +682,9 @@ pub fn trajectory_from_messages(
     let mut asked = false;
     let mut seen_instruction = false;
     for message in messages {
-        match message.role.as_str() {
-            "system" => {}
-            "assistant" => {
+        match message.role {
+            Role::System | Role::Developer => {}
+            Role::Assistant => {
                 turn += 1;
                 pending.clear();
                 asked = false;
@@ -722,7 +719,7 @@ pub fn trajectory_from_messages(
                     pending.push((call.id.clone(), call.name.clone(), needs_message));
                 }
             }
-            "tool" => {
+            Role::Tool => {
                 let index = match &message.tool_call_id {
                     Some(id) => pending.iter().position(|(p, _, _)| p == id),
                     None if pending.is_empty() => None,
@@ -735,7 +732,7 @@ pub fn trajectory_from_messages(
                     }
                 }
             }
-            "user" => {
+            Role::User => {
                 let content = message.content_str();
                 if !seen_instruction && turn == 0 {
                     seen_instruction = true;
@@ -765,11 +762,6 @@ pub fn trajectory_from_messages(
                     }
                     asked = false;
                 }
-            }
-            other => {
-                return Err(crate::Error::Config(format!(
-                    "message role {other:?} is not system, user, assistant or tool"
-                )));
             }
         }
     }

@@ -983,16 +983,19 @@ pub fn oracle_script(task: &Task) -> Result<Vec<ScriptStep>, RuleGenError> {
 /// The assistant message of a script step (OpenAI protocol).
 pub fn step_message(step: &ScriptStep, turn: usize) -> ChatMessage {
     match step {
-        ScriptStep::Ask { text, .. } => ChatMessage::text("assistant", text.clone()),
+        ScriptStep::Ask { text, .. } => {
+            ChatMessage::text(crate::llm::Role::Assistant, text.clone())
+        }
         ScriptStep::Call { tool, args } => ChatMessage {
-            role: "assistant".into(),
+            role: crate::llm::Role::Assistant,
             content: None,
             tool_calls: vec![openai_call(&format!("call_{turn}"), tool, args)],
             tool_call_id: None,
         },
-        ScriptStep::Answer(text) => {
-            ChatMessage::text("assistant", format!("<answer>{text}</answer>"))
-        }
+        ScriptStep::Answer(text) => ChatMessage::text(
+            crate::llm::Role::Assistant,
+            format!("<answer>{text}</answer>"),
+        ),
     }
 }
 

@@ -11,7 +11,7 @@
 //! generation per key, others wait; across processes: a file lock around read-merge-write, first
 //! writer wins).
 
-use crate::llm::{ChatMessage, ChatRequest, LlmBackend, LlmError, parse_json_answer};
+use crate::llm::{ChatMessage, ChatRequest, LlmBackend, LlmError, Role, parse_json_answer};
 use crate::tooluse::schema::Schema;
 use crate::tooluse::task::{Record, StateOp, ToolBackend, ToolSpec, WorldState};
 use serde::{Deserialize, Serialize};
@@ -482,8 +482,8 @@ impl MappingSimulator {
             );
         }
         vec![
-            ChatMessage::text("system", system),
-            ChatMessage::text("user", format!("{} {args}", tool.name)),
+            ChatMessage::text(Role::System, system),
+            ChatMessage::text(Role::User, format!("{} {args}", tool.name)),
         ]
     }
 
@@ -537,9 +537,9 @@ impl MappingSimulator {
                 Ok(a) => return Ok(a),
                 Err(why) => {
                     reason = why;
-                    messages.push(ChatMessage::text("assistant", text));
+                    messages.push(ChatMessage::text(Role::Assistant, text));
                     messages.push(ChatMessage::text(
-                        "user",
+                        Role::User,
                         format!(
                             "Invalid answer ({reason}). Answer again with only the JSON object."
                         ),

@@ -5,7 +5,7 @@
 //! for trajectories read back from messages.
 
 use super::simulator::SimError;
-use crate::llm::{ChatMessage, ChatRequest, LlmBackend};
+use crate::llm::{ChatMessage, ChatRequest, LlmBackend, Role};
 use crate::tooluse::task::{Slot, Task};
 use std::collections::BTreeSet;
 use std::sync::Arc;
@@ -185,7 +185,7 @@ impl LlmUser {
             seed,
             slots: task.hidden_context.slots.clone(),
             revealed: BTreeSet::new(),
-            history: vec![ChatMessage::text("system", system)],
+            history: vec![ChatMessage::text(Role::System, system)],
         }
     }
 }
@@ -193,7 +193,7 @@ impl LlmUser {
 impl UserSimulator for LlmUser {
     fn reply(&mut self, question: &str) -> Result<UserReply, SimError> {
         // Roles are swapped: the agent's questions are "user" turns of the simulator's chat.
-        self.history.push(ChatMessage::text("user", question));
+        self.history.push(ChatMessage::text(Role::User, question));
         let mut request = ChatRequest::new(&self.model, self.history.clone());
         request.temperature = Some(0.0);
         request.seed = self.seed;
@@ -207,7 +207,7 @@ impl UserSimulator for LlmUser {
         };
         let text = answer.message.content_str().trim().to_owned();
         self.history
-            .push(ChatMessage::text("assistant", text.clone()));
+            .push(ChatMessage::text(Role::Assistant, text.clone()));
         let revealed = revealed_slots(&self.slots, &self.revealed, &text);
         self.revealed.extend(revealed.iter().cloned());
         Ok(UserReply { text, revealed })

@@ -7,7 +7,7 @@
 use proptest::prelude::*;
 use rulegym::dataset::phantomwiki;
 use rulegym::engine::{ReadLimits, read_clause, read_term};
-use rulegym::llm::{ChatMessage, FunctionCall, ToolCall};
+use rulegym::llm::{ChatMessage, FunctionCall, Role, ToolCall};
 use rulegym::reward::{ScoreMode, item_key, last_answer, normalize_squad, score};
 use rulegym::search::parse_action;
 use rulegym::tooluse::env::parse_assistant;
@@ -67,14 +67,14 @@ proptest! {
     fn action_parsers_never_panic(text in texty(), args in texty(), name in texty()) {
         let _ = parse_action(&text);
         let _ = last_answer([text.as_str(), args.as_str()]);
-        let mut message = ChatMessage::text("assistant", text.clone());
+        let mut message = ChatMessage::text(Role::Assistant, text.clone());
         message.tool_calls.push(ToolCall {
             id: "c".into(),
             kind: "function".into(),
             function: FunctionCall { name, arguments: args },
         });
         let _ = parse_assistant(&message, 1);
-        let _ = parse_assistant(&ChatMessage::text("assistant", text), 2);
+        let _ = parse_assistant(&ChatMessage::text(Role::Assistant, text), 2);
     }
 
     #[test]

@@ -2,6 +2,7 @@
 
 use proptest::prelude::*;
 use rulegym::env::Environment;
+use rulegym::llm::Role;
 use rulegym::question::{self, QuestionConfig};
 use rulegym::retrieval::Document;
 use rulegym::reward::{ScoreMode, answer_set, normalize_squad, score};
@@ -48,7 +49,7 @@ fn protocol_search_answer_invalid_and_turn_cap() {
         .step("<think>hm</think><search> ann </search><answer>Ann Lee</answer>")
         .unwrap();
     assert!(!s.done);
-    let obs = &s.observations[0].content;
+    let obs = &s.observations[0].content_str();
     assert!(
         obs.starts_with("\n\n<information>Doc 1(Title: \"Doc 0\") about ann"),
         "{obs:?}"
@@ -62,7 +63,7 @@ fn protocol_search_answer_invalid_and_turn_cap() {
     );
     // Neither tag: the invalid-action observation, not done.
     let s = e.step("I think the answer is Ann").unwrap();
-    assert_eq!(s.observations[0].content, INVALID_ACTION);
+    assert_eq!(s.observations[0].content_str(), INVALID_ACTION);
     // The first complete tag decides; text after the first closing tag is ignored.
     let s = e
         .step("<answer>Ann Lee</answer><search>x</search>")
@@ -115,7 +116,11 @@ fn protocol_edge_cases() {
     assert_eq!(s.metadata["reason"], "empty search query");
     // Tags inside retrieved passages are never parsed as the model's answer.
     let s = e.step("<search>q</search>").unwrap();
-    assert!(s.observations[0].content.contains("<answer>x</answer>"));
+    assert!(
+        s.observations[0]
+            .content_str()
+            .contains("<answer>x</answer>")
+    );
     assert!(!s.done);
     // 1 MB action with multi-byte characters around the tags.
     let big = format!(
@@ -284,10 +289,10 @@ fn phantomenvs_preset_prompt_termination_and_token_budgets() {
     let train = preset.search(Stage::Train).unwrap();
     let mut e = env(train.clone());
     let reset = e.reset().unwrap();
-    assert_eq!(reset[0].role, "system");
-    assert!(reset[0].content.contains("helpful and harmless"));
-    assert!(reset[1].content.contains("sub-questions"));
-    assert!(reset[1].content.ends_with("Question: Who?\n"));
+    assert_eq!(reset[0].role, Role::System);
+    assert!(reset[0].content_str().contains("helpful and harmless"));
+    assert!(reset[1].content_str().contains("sub-questions"));
+    assert!(reset[1].content_str().ends_with("Question: Who?\n"));
     // A turn with neither tag ends the episode with reward 0.
     let s = e.step("I am not sure.").unwrap();
     assert!(s.done && s.reward == 0.0, "{:?}", s.metadata);
@@ -318,7 +323,7 @@ fn phantomenvs_preset_prompt_termination_and_token_budgets() {
         .reset()
         .unwrap()
         .iter()
-        .map(|m| ApproxTokenCounter.count(&m.content))
+        .map(|m| ApproxTokenCounter.count(m.content_str()))
         .sum();
     assert!(prompt_tokens < 400, "{prompt_tokens}");
     let mut ended = None;

@@ -223,8 +223,8 @@ fn eval_end_to_end_oracle_one_garbage_zero() {
         let turns: Vec<String> = t
             .messages
             .iter()
-            .filter(|m| m.role == "assistant")
-            .map(|m| m.content.clone())
+            .filter(|m| m.role == rulegym::llm::Role::Assistant)
+            .map(|m| m.content_str().to_owned())
             .collect();
         oracle.insert(q.question.clone(), turns);
     }

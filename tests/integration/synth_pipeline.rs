@@ -5,8 +5,8 @@
 //! without asking again, and outputs are byte-identical across concurrency and offline replay.
 
 use rulegym::llm::{
-    ChatMessage, ChatRequest, ChatResponse, FunctionCall, LlmBackend, LlmError, ScriptedBackend,
-    ToolCall, assistant_text,
+    ChatMessage, ChatRequest, ChatResponse, FunctionCall, LlmBackend, LlmError, Role,
+    ScriptedBackend, ToolCall, assistant_text,
 };
 use rulegym::synth::{
     self, Extraction, PipelineConfig, PipelineError, Reject, RejectReason, Stage, SynthItem,
@@ -117,7 +117,7 @@ fn stage_of(request: &ChatRequest) -> String {
 fn tool_call_response(calls: Vec<ToolCall>) -> ChatResponse {
     ChatResponse {
         message: ChatMessage {
-            role: "assistant".into(),
+            role: Role::Assistant,
             content: None,
             tool_calls: calls,
             tool_call_id: None,
@@ -225,10 +225,10 @@ impl Script {
 /// tool call has truncated JSON arguments.
 fn teacher(request: &ChatRequest, broken: bool) -> ChatResponse {
     let m = &request.messages;
-    let k = m.iter().filter(|m| m.role == "assistant").count();
+    let k = m.iter().filter(|m| m.role == Role::Assistant).count();
     let replies: Vec<String> = m
         .iter()
-        .filter(|m| m.role == "user")
+        .filter(|m| m.role == Role::User)
         .skip(1)
         .map(|m| m.content_str().trim().trim_end_matches('.').to_owned())
         .collect();
@@ -253,7 +253,7 @@ fn teacher(request: &ChatRequest, broken: bool) -> ChatResponse {
             let found: Value = m
                 .iter()
                 .rev()
-                .find(|m| m.role == "tool")
+                .find(|m| m.role == Role::Tool)
                 .and_then(|t| serde_json::from_str(t.content_str()).ok())
                 .unwrap_or_default();
             let kg: i64 = reply(1).parse().unwrap_or(0);
@@ -450,7 +450,7 @@ fn clean_personas_become_tasks_that_run_and_every_fault_is_dropped_with_its_reas
     let turns: Vec<ChatMessage> = best
         .messages
         .iter()
-        .filter(|m| m.role == "assistant")
+        .filter(|m| m.role == Role::Assistant)
         .cloned()
         .collect();
     let next = Arc::new(Mutex::new(0usize));
@@ -480,7 +480,11 @@ fn clean_personas_become_tasks_that_run_and_every_fault_is_dropped_with_its_reas
 
     // An agent that orders 80 kg at once breaks two forbidden rules and scores 0.
     let greedy = ScriptedBackend::new(|r: &ChatRequest| {
-        let k = r.messages.iter().filter(|m| m.role == "assistant").count();
+        let k = r
+            .messages
+            .iter()
+            .filter(|m| m.role == Role::Assistant)
+            .count();
         Ok(if k == 0 {
             let args = json!({"sku": "RYE-7", "kg": 80, "date": "2025-03-14"});
             tool_call_response(vec![openai_call("c0", "place_order", &args)])

@@ -7,7 +7,7 @@ use super::tool_rubric::trip_task;
 use rulegym::env::Environment;
 use rulegym::llm::openai::{OpenAiBackend, OpenAiConfig};
 use rulegym::llm::{
-    CacheMode, CachedBackend, ChatMessage, ChatRequest, ChatResponse, LlmBackend, LlmError,
+    CacheMode, CachedBackend, ChatMessage, ChatRequest, ChatResponse, LlmBackend, LlmError, Role,
     ScriptedBackend, assistant_text,
 };
 use rulegym::tooluse::env::{
@@ -573,22 +573,28 @@ fn synthagent_preset_and_response_budget() {
 fn hermes_episode_routes_turns_and_scores_one() {
     let mut e = env(Protocol::Hermes);
     let prompt = e.reset().unwrap();
-    assert!(prompt[0].content.contains("<tools>") && prompt[0].content.contains("search_flights"));
-    assert_eq!(prompt[1].content, "Book me a flight for my next trip.");
+    assert!(
+        prompt[0].content_str().contains("<tools>")
+            && prompt[0].content_str().contains("search_flights")
+    );
+    assert_eq!(
+        prompt[1].content_str(),
+        "Book me a flight for my next trip."
+    );
     let s = e.step(HERMES_GOOD[0]).unwrap();
-    assert_eq!(s.observations[0].content, "Oslo.");
+    assert_eq!(s.observations[0].content_str(), "Oslo.");
     assert_eq!(s.env_spans[0].end, "Oslo.".len());
     e.step(HERMES_GOOD[1]).unwrap();
     let s = e.step(HERMES_GOOD[2]).unwrap();
     assert!(
         s.observations[0]
-            .content
+            .content_str()
             .starts_with("<tool_response>\n{\"flights\""),
         "{:?}",
         s.observations
     );
     let s = e.step(HERMES_GOOD[3]).unwrap();
-    assert!(s.observations[0].content.contains("\"ok\":true"));
+    assert!(s.observations[0].content_str().contains("\"ok\":true"));
     let s = e.step(HERMES_GOOD[4]).unwrap();
     assert!(s.done);
     assert_eq!(s.reward, 1.0, "{:#?}", s.metadata["rubric"]);
@@ -610,23 +616,29 @@ fn errors_become_tool_error_facts_and_markers_end_episodes() {
         .unwrap();
     assert!(
         s.observations[0]
-            .content
+            .content_str()
             .contains("unknown tool \\\"teleport\\\""),
         "{:?}",
         s.observations
     );
     let s = e.step("<tool_call>{\"name\": \"search_flights\", \"arguments\": {\"destination\": 5}}</tool_call>").unwrap();
     assert!(
-        s.observations[0].content.contains("invalid arguments"),
+        s.observations[0]
+            .content_str()
+            .contains("invalid arguments"),
         "{:?}",
         s.observations
     );
     let s = e
         .step("<tool_call>{\"name\": \"search_flights\", \"arguments\": {oops</tool_call>")
         .unwrap();
-    assert!(s.observations[0].content.contains("not valid JSON"));
+    assert!(s.observations[0].content_str().contains("not valid JSON"));
     let s = e.step("<tool_call>{\"name\": \"get_booking\", \"arguments\": {\"flight_id\": \"NOPE\"}}</tool_call>").unwrap();
-    assert!(s.observations[0].content.contains("no bookings record"));
+    assert!(
+        s.observations[0]
+            .content_str()
+            .contains("no bookings record")
+    );
     let errors: Vec<_> = e
         .trajectory()
         .events
@@ -669,7 +681,7 @@ fn say(text: &str) -> Value {
 
 fn call(turn: usize, name: &str, args: Value) -> Value {
     serde_json::to_value(ChatMessage {
-        role: "assistant".into(),
+        role: Role::Assistant,
         content: None,
         tool_calls: vec![openai_call(&format!("call_{turn}"), name, &args)],
         tool_call_id: None,
@@ -745,7 +757,7 @@ fn end_to_end_good_policy_reaches_one_through_retries() {
         episode
             .messages
             .iter()
-            .any(|m| m.role == "tool" && m.tool_call_id.as_deref() == Some("call_2"))
+            .any(|m| m.role == Role::Tool && m.tool_call_id.as_deref() == Some("call_2"))
     );
     // Scoring the saved messages (as `rulegym tools score` does) gives the same result.
     let t = trajectory_from_messages(&world(), &episode.messages).unwrap();
@@ -787,7 +799,7 @@ fn client_gives_up_with_the_status_after_retries() {
     let err = agent
         .chat(&ChatRequest::new(
             "m",
-            vec![ChatMessage::text("user", "hi")],
+            vec![ChatMessage::text(Role::User, "hi")],
         ))
         .unwrap_err();
     assert!(
@@ -809,7 +821,7 @@ fn record_replay_cache_replays_bit_exactly_offline() {
     let dir = tempfile::tempdir().unwrap();
     let live: Arc<dyn LlmBackend> = flight_backend();
     let rec = CachedBackend::new(Some(live), dir.path(), CacheMode::Record);
-    let req = |s: &str| ChatRequest::new("m", vec![ChatMessage::text("user", s)]);
+    let req = |s: &str| ChatRequest::new("m", vec![ChatMessage::text(Role::User, s)]);
     let a: ChatResponse = rec.chat(&req("a")).unwrap();
     let b = rec.chat(&req("b")).unwrap();
     assert_eq!(rec.chat(&req("a")).unwrap(), a, "a hit is reused");

@@ -50,7 +50,7 @@ fn config(dir: &Path) -> SimulationConfig {
 }
 
 fn observation(step: &Step) -> String {
-    step.observations[0].content.clone()
+    step.observations[0].content_str().to_owned()
 }
 
 #[test]

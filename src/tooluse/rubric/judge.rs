@@ -10,7 +10,7 @@
 //! ([`crate::llm::CachedBackend`]) so that a judged reward can be reproduced.
 
 use super::{CompiledItem, ItemJudge, RubricError, Trajectory};
-use crate::llm::{ChatMessage, ChatRequest, LlmBackend, parse_json_answer};
+use crate::llm::{ChatMessage, ChatRequest, LlmBackend, Role, parse_json_answer};
 use crate::tooluse::task::{ItemKind, Task};
 use serde_json::Value;
 use std::sync::Arc;
@@ -89,8 +89,9 @@ impl LlmJudge {
             "type": "object", "properties": properties, "required": ids,
             "additionalProperties": false,
         });
-        let mut request = ChatRequest::new(&self.model, vec![ChatMessage::text("user", prompt)])
-            .json_schema("rubric_verdicts", schema);
+        let mut request =
+            ChatRequest::new(&self.model, vec![ChatMessage::text(Role::User, prompt)])
+                .json_schema("rubric_verdicts", schema);
         request.temperature = Some(JUDGE_TEMPERATURE);
         request.seed = self.seed;
         request
