@@ -8,7 +8,7 @@ use crate::engine::Engine;
 use crate::universe::Universe;
 
 /// Generates every configured family's questions with one engine holding the universe's facts
-/// ([`propose_all`] then [`verify`]; [`crate::dataset::build`] runs the same phases on an engine
+/// ([`propose_all`] then [`verify`]; [`crate::dataset::build()`] runs the same phases on an engine
 /// pool, overlapping the fact load with sampling).
 pub fn generate(
     universe: &Universe,
