@@ -34,7 +34,7 @@ fn integer_x_chart<'a, 'b>(
     (lo, hi): (f64, f64),
     y_max: f64,
     (x_desc, y_desc): (&str, &str),
-) -> Result<ChartContext<'a, SVGBackend<'b>, Cartesian2d<RangedCoordf64, RangedCoordf64>>, String> {
+) -> Result<Chart<'a, 'b>, String> {
     let mut chart = ChartBuilder::on(area)
         .caption(caption, ("sans-serif", size))
         .margin(12)
@@ -57,6 +57,25 @@ fn integer_x_chart<'a, 'b>(
         .draw()
         .map_err(|e| e.to_string())?;
     Ok(chart)
+}
+
+/// A chart with f64 axes on an SVG drawing area.
+type Chart<'a, 'b> = ChartContext<'a, SVGBackend<'b>, Cartesian2d<RangedCoordf64, RangedCoordf64>>;
+
+/// The legend entry of a line in `colour`: a short stroke as wide as the line.
+fn swatch(colour: RGBColor) -> impl Fn((i32, i32)) -> PathElement<(i32, i32)> {
+    move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], colour.stroke_width(2))
+}
+
+/// Draws the legend of `chart`'s labelled series in its upper right corner.
+fn legend<'a, 'b: 'a>(chart: &mut Chart<'a, 'b>) -> Result<(), String> {
+    chart
+        .configure_series_labels()
+        .background_style(WHITE.mix(0.8))
+        .border_style(BLACK)
+        .position(SeriesLabelPosition::UpperRight)
+        .draw()
+        .map_err(|e| e.to_string())
 }
 
 /// One panel of band lines on `area`.
@@ -105,21 +124,12 @@ fn band_panel(
             .draw_series(LineSeries::new(line.clone(), colour.stroke_width(2)))
             .map_err(|e| e.to_string())?
             .label(band.label.clone())
-            .legend(move |(x, y)| {
-                PathElement::new(vec![(x, y), (x + 20, y)], colour.stroke_width(2))
-            });
+            .legend(swatch(colour));
         chart
             .draw_series(line.iter().map(|&p| Circle::new(p, 3, colour.filled())))
             .map_err(|e| e.to_string())?;
     }
-    chart
-        .configure_series_labels()
-        .background_style(WHITE.mix(0.8))
-        .border_style(BLACK)
-        .position(SeriesLabelPosition::UpperRight)
-        .draw()
-        .map_err(|e| e.to_string())?;
-    Ok(())
+    legend(&mut chart)
 }
 
 /// Two panels side by side (F1 and searches against difficulty), each with one banded line
@@ -277,20 +287,12 @@ fn lines(
                 .draw_series(LineSeries::new(data.clone(), colour.stroke_width(2)))
                 .map_err(|e| err(e.to_string()))?
                 .label(label)
-                .legend(move |(x, y)| {
-                    PathElement::new(vec![(x, y), (x + 20, y)], colour.stroke_width(2))
-                });
+                .legend(swatch(colour));
             chart
                 .draw_series(data.iter().map(|&p| Circle::new(p, 4, colour.filled())))
                 .map_err(|e| err(e.to_string()))?;
         }
-        chart
-            .configure_series_labels()
-            .background_style(WHITE.mix(0.8))
-            .border_style(BLACK)
-            .position(SeriesLabelPosition::UpperRight)
-            .draw()
-            .map_err(|e| err(e.to_string()))?;
+        legend(&mut chart).map_err(&err)?;
         root.present().map_err(|e| err(e.to_string()))?;
     }
     Ok(svg)

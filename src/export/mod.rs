@@ -9,6 +9,7 @@ pub mod tooluse;
 pub use search::{ExportOptions, ExportRow, ExtraInfo, TRL_SEARCH_ENVIRONMENT, export};
 pub use tooluse::{ToolExportOptions, export_tasks};
 
+use self::parquet::{Column, prompt_columns};
 use crate::llm::ChatMessage;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
@@ -101,4 +102,24 @@ fn trainer_row(
         spec_key: { style_key: "rule", "ground_truth": ground_truth },
         "extra_info": extra_info,
     })
+}
+
+/// The leading leaf columns of verl and SkyRL parquet rows, in [`trainer_row`]'s order:
+/// `data_source`, the prompt (roles, then contents), the ability or env class (`label`) and the
+/// reward style `rule`.
+fn head_columns<'a>(
+    data_source: &str,
+    prompts: impl ExactSizeIterator<Item = &'a [ChatMessage]> + Clone,
+    label: &str,
+) -> Vec<Column> {
+    let n = prompts.len();
+    let same = |s: &str| Column::Str(vec![s.into(); n]);
+    let [roles, contents] = prompt_columns(prompts);
+    vec![
+        same(data_source),
+        roles,
+        contents,
+        same(label),
+        same("rule"),
+    ]
 }

@@ -13,7 +13,7 @@
 use super::parquet::{
     Column, PROMPT_SCHEMA, list_column, prompt_columns, str_column, write_columns,
 };
-use super::{ExportError, ExportFormat, trainer_row};
+use super::{ExportError, ExportFormat, head_columns, trainer_row};
 use crate::env::Environment;
 use crate::llm::ChatMessage;
 use crate::question::Question;
@@ -251,20 +251,14 @@ pub fn parquet_schema_with(format: ExportFormat, env_config: bool) -> String {
 }
 
 fn columns(rows: &[ExportRow], options: &ExportOptions) -> Vec<Column> {
-    let n = rows.len();
-    let same = |s: &str| Column::Str(vec![s.into(); n]);
-    let (label, method) = match options.format {
-        ExportFormat::Verl => (&options.ability, "rule"),
-        ExportFormat::Skyrl => (&options.env_class, "rule"),
+    let label = match options.format {
+        ExportFormat::Verl => &options.ability,
+        ExportFormat::Skyrl => &options.env_class,
         ExportFormat::Trl => return trl_columns(rows),
     };
-    let [roles, contents] = prompt_columns(rows.iter().map(|r| r.prompt.as_slice()));
-    let mut columns = vec![
-        same(&options.data_source),
-        roles,
-        contents,
-        same(label),
-        same(method),
+    let prompts = rows.iter().map(|r| r.prompt.as_slice());
+    let mut columns = head_columns(&options.data_source, prompts, label);
+    columns.extend([
         list_column(rows.iter().map(|r| r.target.iter().map(String::as_str))),
         Column::Int(rows.iter().map(|r| r.extra.index).collect()),
         str_column(rows.iter().map(|r| r.extra.split.as_str())),
@@ -275,7 +269,7 @@ fn columns(rows: &[ExportRow], options: &ExportOptions) -> Vec<Column> {
         Column::Int(rows.iter().map(|r| r.extra.difficulty).collect()),
         str_column(rows.iter().map(|r| r.extra.kind.as_str())),
         str_column(rows.iter().map(|r| r.extra.index_path.as_str())),
-    ];
+    ]);
     if rows.first().is_some_and(|r| r.extra.env_config.is_some()) {
         columns.push(str_column(
             rows.iter()

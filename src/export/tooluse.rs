@@ -42,7 +42,7 @@
 //! (`rulegym.trl.tool_environments`).
 
 use super::parquet::{Column, PROMPT_SCHEMA, prompt_columns, str_column, write_columns};
-use super::{ExportError, ExportFormat, trainer_row};
+use super::{ExportError, ExportFormat, head_columns, trainer_row};
 use crate::llm::{ChatMessage, Role};
 use crate::tooluse::env::{Protocol, system_prompt};
 use crate::tooluse::task::Task;
@@ -430,18 +430,14 @@ fn tool_columns(export: &ToolExport, options: &ToolExportOptions) -> Vec<Column>
             ];
         }
     };
-    let [roles, contents] = prompt_columns(rows.iter().map(|r| r.prompt.as_slice()));
-    let mut columns = vec![
-        same(&options.data_source),
-        roles,
-        contents,
-        same(label),
-        same("rule"),
+    let prompts = rows.iter().map(|r| r.prompt.as_slice());
+    let mut columns = head_columns(&options.data_source, prompts, label);
+    columns.extend([
         ids(),
         Column::Int(rows.iter().map(|r| r.index).collect()),
         same(&options.split),
         ids(),
-    ];
+    ]);
     match options.format {
         ExportFormat::Verl => {
             for tool in &export.tools {

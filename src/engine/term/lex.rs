@@ -2,7 +2,7 @@
 //! strings, punctuation, the end full stop) with byte offsets, layout and comments skipped,
 //! within the read's [`ReadLimits`].
 
-use super::read::{ReadError, ReadLimits};
+use super::limits::{ReadError, ReadLimits};
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(super) enum Tok {

@@ -4,9 +4,11 @@
 //! change the shape of a query; answers come back as [`Value`]s.
 
 mod lex;
+mod limits;
 mod read;
 
-pub use read::{ReadError, ReadLimits, read_clause, read_term};
+pub use limits::{ReadError, ReadLimits};
+pub use read::{read_clause, read_term};
 
 use super::EngineError;
 use std::fmt::Write as _;
