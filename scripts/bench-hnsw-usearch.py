@@ -2,7 +2,7 @@
 """usearch (C++ HNSW, PyPI `usearch`) peer for rulegym's HNSW index, on the same vectors.
 
 Usage:
-  cargo run --release --features hnsw --example hnsw_bench -- N DIM QUERIES target/hnsw-bench
+  cargo run --release --features hnsw,testkit --example hnsw_bench -- N DIM QUERIES target/hnsw-bench
   python3 scripts/bench-hnsw-usearch.py target/hnsw-bench DIM
 
 Same parameters as rulegym's defaults: inner product, connectivity (M) 16, expansion_add

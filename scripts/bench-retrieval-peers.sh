@@ -51,8 +51,8 @@ DEF=$("$VENV/bin/python" "$PEER" default)
 TUN=$(OPENBLAS_CORETYPE=SkylakeX "$VENV/bin/python" "$PEER" tuned)
 NPY=$(OPENBLAS_CORETYPE=SkylakeX "$VENV/bin/python" "$PEER" numpy)
 rm -f "$PEER"
-echo "running cargo bench --bench retrieval ..." >&2
-cargo bench -q --bench retrieval -- 'flat_100000x384_k10|read_bandwidth' >&2
+echo "running cargo bench --features testkit --bench retrieval ..." >&2
+cargo bench -q --features testkit --bench retrieval -- 'flat_100000x384_k10|read_bandwidth' >&2
 python3 - "$DEF" "$TUN" "$NPY" <<'PY'
 import json, sys
 peers = {j["mode"]: j["qps"] for j in map(json.loads, sys.argv[1:4])}

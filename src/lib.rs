@@ -5,7 +5,7 @@
 //! people form a search corpus; rewards are exact.
 //!
 //! ```no_run
-//! use rulegym::universe::{Universe, UniverseConfig};
+//! use rulegym::{Universe, UniverseConfig};
 //! let universe = Universe::generate(&UniverseConfig::default()).unwrap();
 //! println!("{} people", universe.people.len());
 //! ```
@@ -47,3 +47,16 @@ pub mod tooluse;
 pub mod universe;
 
 pub use error::{Error, Result};
+
+// The entry types of each wing, at the root: a vendoring stack needs no module path for the
+// common path (universe -> dataset -> questions -> environments -> rewards).
+pub use dataset::{BuildConfig, Dataset, build};
+pub use env::{Environment, Step};
+pub use llm::{ChatMessage, Role};
+pub use question::{Question, QuestionConfig, QuestionKind, Split};
+pub use retrieval::{Document, SearchIndex};
+pub use reward::{ScoreMode, score};
+pub use search::{SearchEnv, SearchEnvConfig, SearchTask};
+pub use tooluse::env::{ToolEnv, ToolEnvConfig};
+pub use tooluse::task::Task;
+pub use universe::{Universe, UniverseConfig};

@@ -64,8 +64,8 @@ pub struct Args {
     #[arg(long)]
     label: Option<String>,
     /// Only questions of this split (train or val); all by default.
-    #[arg(long)]
-    split: Option<String>,
+    #[arg(long, value_enum)]
+    split: Option<rulegym::question::Split>,
     /// At most this many questions (the first ones, in file order).
     #[arg(long)]
     limit: Option<usize>,
@@ -149,8 +149,8 @@ pub fn run(args: Args) -> Result<()> {
         tokens: Some(tokens.clone()),
     };
     let (universe, mut questions, index) = args.data.load()?;
-    if let Some(split) = &args.split {
-        questions.retain(|q| &q.split == split);
+    if let Some(split) = args.split {
+        questions.retain(|q| q.split == split);
     }
     if let Some(limit) = args.limit {
         questions.truncate(limit);

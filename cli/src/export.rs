@@ -109,8 +109,11 @@ pub fn run(args: Args) -> Result<()> {
         .dataset
         .ok_or_else(|| rulegym::Error::Config("pass --dataset DIR or --tasks FILE".into()))?;
     let mut questions = rulegym::dataset::load_questions(&dataset)?;
-    if let Some(split) = &args.split {
-        questions.retain(|q| &q.split == split);
+    if let Some(name) = &args.split {
+        let split = rulegym::question::Split::named(name).ok_or_else(|| {
+            rulegym::Error::Config(format!("unknown split {name:?} (train, val)"))
+        })?;
+        questions.retain(|q| q.split == split);
     }
     let index = args
         .index

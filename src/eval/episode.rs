@@ -61,8 +61,8 @@ pub struct EpisodeRecord {
     pub hops: usize,
     /// PhantomWiki difficulty.
     pub difficulty: u32,
-    /// `train` or `val`.
-    pub split: String,
+    /// The question's split.
+    pub split: crate::question::Split,
     /// Gold answers.
     pub answers: Vec<String>,
     /// The chat: prompt, assistant turns, observations.
@@ -136,7 +136,7 @@ fn play_counted(
         family: q.family.name().to_owned(),
         hops: q.hops,
         difficulty: q.difficulty,
-        split: q.split.clone(),
+        split: q.split,
         answers: q.answers.clone(),
         messages: Vec::new(),
         f1: 0.0,

@@ -188,8 +188,9 @@ impl World {
             Worlds::Search(w) => {
                 let mut splits: Vec<String> = Vec::new();
                 for q in &w.questions {
-                    if !splits.contains(&q.split) {
-                        splits.push(q.split.clone());
+                    let split = q.split.as_str().to_owned();
+                    if !splits.contains(&split) {
+                        splits.push(split);
                     }
                 }
                 splits
@@ -210,7 +211,7 @@ impl World {
     fn members(&self, split: &str) -> Result<Vec<usize>, OpenEnvError> {
         let members: Vec<usize> = match &self.worlds {
             Worlds::Search(w) => (0..w.questions.len())
-                .filter(|&i| w.questions[i].split == split)
+                .filter(|&i| w.questions[i].split.as_str() == split)
                 .collect(),
             Worlds::Tasks(w) if split == TASK_SPLIT => (0..w.tasks.len()).collect(),
             Worlds::Tasks(_) => Vec::new(),

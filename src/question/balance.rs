@@ -15,7 +15,7 @@ pub fn cell(family: Family, q: &Question) -> (usize, String) {
         Family::Hops => (q.hops, String::new()),
         Family::HopsConstraints => (q.hops, q.constraints.to_string()),
         Family::HopsComparisons => {
-            let kind = if matches!(q.kind.as_str(), "who" | "what") {
+            let kind = if matches!(q.kind, super::QuestionKind::Who | super::QuestionKind::What) {
                 "base"
             } else {
                 "comparison"
@@ -52,7 +52,7 @@ pub fn balance_and_split(
         let mut order: Vec<usize> = (0..members.len()).collect();
         order.shuffle(&mut seed::stream(config.seed, &label, 0));
         for &i in order.iter().take(held_out) {
-            members[i].split = "val".to_owned();
+            members[i].split = super::Split::Val;
         }
         out.append(&mut members);
     }
@@ -65,7 +65,7 @@ pub fn grid(questions: &[Question]) -> String {
     for q in questions {
         let (hops, sub) = cell(q.family, q);
         let entry = counts.entry((q.family, hops, sub)).or_default();
-        if q.split == "val" {
+        if q.split == super::Split::Val {
             entry.1 += 1;
         } else {
             entry.0 += 1;

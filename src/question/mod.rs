@@ -34,7 +34,7 @@ pub use family::{Comparison, Family};
 pub use grammar::{AnchorKind, Ask, Template, templates};
 pub use proposals::{Proposals, check_shard, propose_all};
 pub use query::{Anchor, Attr, Chain, ChainStep, Query, QueryError};
-pub use record::{Question, difficulty};
+pub use record::{Question, QuestionKind, Split, difficulty};
 pub use report::{CellReport, GenerationReport};
 pub use sample::{AnchorStrategy, Sampler};
 pub use verify::{generate, verify};

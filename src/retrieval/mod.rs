@@ -13,6 +13,7 @@ pub mod index_file;
 pub mod kernel;
 #[cfg(feature = "server")]
 pub mod server;
+#[cfg(feature = "testkit")]
 pub mod synthetic;
 pub mod topk;
 

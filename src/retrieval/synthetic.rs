@@ -1,6 +1,6 @@
 //! A synthetic corpus in rulegym's article format (people with family, friends and
 //! attributes), for tests and benchmarks that need a corpus of a chosen size without the full
-//! generator. Names are unique; articles mention other people, as real ones do, and are
+//! generator (feature `testkit`: a test helper, not part of the stable API). Names are unique; articles mention other people, as real ones do, and are
 //! written by the corpus's own renderer ([`crate::corpus::render`]).
 
 use super::docs::Document;

@@ -4,7 +4,9 @@
 
 use proptest::prelude::*;
 use rulegym::dataset::{self, BuildConfig};
-use rulegym::question::{self, Anchor, Chain, Family, Query, QuestionConfig, Sampler};
+use rulegym::question::{
+    self, Anchor, Chain, Family, Query, QuestionConfig, QuestionKind, Sampler,
+};
 use rulegym::search::oracle::replay;
 use rulegym::search::{Retriever, SearchEnvConfig};
 use rulegym::universe::{PersonId, Universe, UniverseConfig};
@@ -194,8 +196,8 @@ fn hops_families_have_the_papers_shapes() {
     let qs = &data.questions;
     let hops: Vec<_> = qs.iter().filter(|q| q.family != Family::Base).collect();
     assert!(hops.iter().all(|q| !q.is_aggregation));
-    assert!(hops.iter().any(|q| q.kind == "what"));
-    assert!(hops.iter().any(|q| q.kind == "who"));
+    assert!(hops.iter().any(|q| q.kind == QuestionKind::What));
+    assert!(hops.iter().any(|q| q.kind == QuestionKind::Who));
     let attribute_anchored = |q: &&&question::Question| {
         q.plan
             .chains()
@@ -209,7 +211,7 @@ fn hops_families_have_the_papers_shapes() {
         .collect();
     assert!(!zero_hop.is_empty());
     for q in zero_hop {
-        assert_eq!(q.kind, "comparison");
+        assert_eq!(q.kind, QuestionKind::Comparison);
         assert!(q.question.starts_with("Who is older, "), "{}", q.question);
     }
     for q in hops {

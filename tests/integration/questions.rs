@@ -3,7 +3,7 @@
 use proptest::prelude::*;
 use rulegym::engine::Engine;
 use rulegym::question::sample::backward_walk;
-use rulegym::question::{self, Family, Query, QuestionConfig, templates};
+use rulegym::question::{self, Family, Query, QuestionConfig, QuestionKind, templates};
 use rulegym::seed;
 use rulegym::universe::{Universe, UniverseConfig};
 use std::sync::OnceLock;
@@ -136,7 +136,7 @@ fn families_keep_their_promises() {
             "{family:?} produced nothing"
         );
     }
-    assert!(qs.iter().any(|q| q.kind == "comparison"));
+    assert!(qs.iter().any(|q| q.kind == QuestionKind::Comparison));
     assert!(qs.iter().any(|q| q.constraints >= 2));
 }
 

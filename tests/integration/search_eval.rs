@@ -439,7 +439,7 @@ fn record(id: usize, difficulty: u32, f1: f64, searches: usize) -> rulegym::eval
         family: "hops".into(),
         hops: difficulty as usize,
         difficulty,
-        split: "val".into(),
+        split: rulegym::question::Split::Val,
         answers: vec!["Ann Lee".into()],
         messages: Vec::new(),
         f1,

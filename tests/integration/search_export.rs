@@ -145,7 +145,10 @@ fn export_verl_and_skyrl_rows_read_back() {
                 .arg("--out")
                 .arg(&val),
         );
-        let n_val = questions.iter().filter(|q| q.split == "val").count();
+        let n_val = questions
+            .iter()
+            .filter(|q| q.split == rulegym::question::Split::Val)
+            .count();
         let text = std::fs::read_to_string(&val).unwrap();
         assert_eq!(text.lines().count(), n_val);
         assert!(text.lines().all(|l| l.contains("\"split\":\"val\"")));
