@@ -12,17 +12,19 @@
 //! report schema), [`compare`] (several runs side by side), [`plot`] (SVG figures) and [`html`]
 //! (the pages).
 
-pub mod compare;
-pub mod episode;
-pub mod html;
-pub mod plot;
-pub mod policy;
-pub mod report;
+pub(crate) mod compare;
+pub(crate) mod episode;
+pub(crate) mod html;
+pub(crate) mod plot;
+pub(crate) mod policy;
+pub(crate) mod report;
 
 pub use compare::{Comparison, compare, write_comparison};
 pub use episode::{EpisodeRecord, EvalConfig, evaluate, play};
 pub use policy::{EndpointPolicy, Policy, STOP, Sampling, restore_stop};
-pub use report::{EvalReport, GroupStats, REPORT_SCHEMA_VERSION, RunInfo, report, write_outputs};
+pub use report::{
+    EvalReport, GroupStats, REPORT_SCHEMA_VERSION, RunInfo, mean_se, report, write_outputs,
+};
 
 /// Errors of the evaluation report (endpoint failures are [`crate::llm::LlmError`]s).
 #[derive(Debug, thiserror::Error)]

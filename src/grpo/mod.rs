@@ -58,7 +58,7 @@
 //! assert!(stats.loss.is_finite());
 //! ```
 
-pub mod cpu;
+pub(crate) mod cpu;
 #[cfg(feature = "gpu")]
 pub mod gpu;
 

@@ -5,8 +5,8 @@
 //! either wire form ([`calls`]: OpenAI `tool_calls`, Hermes `<tool_call>`). The HTTP client is
 //! in [`openai`]; [`client::ClientConfig`] is the one configuration every caller builds it from.
 
-pub mod calls;
-pub mod client;
+pub(crate) mod calls;
+pub(crate) mod client;
 #[cfg(feature = "http")]
 pub mod openai;
 

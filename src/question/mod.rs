@@ -11,11 +11,11 @@
 //! slot ([`propose_all`], `proposals`) and phase 2, the engine's gold answers ([`verify`]).
 
 pub mod balance;
-pub mod degenerate;
-pub mod grammar;
-pub mod query;
+pub(crate) mod degenerate;
+pub(crate) mod grammar;
+pub(crate) mod query;
 pub mod sample;
-pub mod text;
+pub(crate) mod text;
 
 mod cells;
 mod certify;

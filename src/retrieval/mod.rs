@@ -4,24 +4,26 @@
 #[cfg(feature = "bert")]
 pub mod bert;
 pub mod docs;
-pub mod encoder;
+pub(crate) mod encoder;
 pub mod flat;
 #[cfg(feature = "gpu")]
 pub mod gpu;
 pub mod hnsw;
-pub mod index_file;
-pub mod kernel;
+pub(crate) mod index_file;
+pub(crate) mod kernel;
 #[cfg(feature = "server")]
 pub mod server;
 #[cfg(feature = "testkit")]
 pub mod synthetic;
-pub mod topk;
+pub(crate) mod topk;
 
 pub use docs::Document;
 pub(crate) use docs::TitleLookup;
 pub use encoder::{BuiltinConfig, BuiltinEncoder, Encoder, Role};
 pub use flat::FlatIndex;
 pub use index_file::{EncoderChoice, IndexKind, SearchIndex};
+/// The canonical score of a query and a row, the one every fast path equals bit for bit.
+pub use kernel::dot_canonical;
 pub use topk::Hit;
 
 /// The Euclidean norm of `v`, accumulated in f64 in element order (deterministic).

@@ -10,9 +10,9 @@
 //! The three front doors share this one implementation: `rulegym reward-check --cmd`, Python's
 //! `rulegym.testing`, and the `testkit` feature's proptest strategies.
 
-pub mod cases;
-pub mod check;
-pub mod command;
+pub(crate) mod cases;
+pub(crate) mod check;
+pub(crate) mod command;
 pub mod tooluse;
 
 pub use cases::{Case, CaseSource, Expectation, Spec, exact_reward};

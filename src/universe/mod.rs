@@ -11,7 +11,7 @@ mod facts;
 mod friends;
 mod names;
 mod trees;
-pub mod vocab;
+pub(crate) mod vocab;
 
 pub use config::UniverseConfig;
 pub use facts::{AttributeFact, FactsWriter};

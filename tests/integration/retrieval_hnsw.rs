@@ -52,7 +52,7 @@ fn recall_case(n: usize, dim: usize, m: usize) {
         }
         for h in hits {
             let row = flat.row(h.index as usize).unwrap();
-            assert_eq!(h.score, rulegym::retrieval::kernel::dot_canonical(q, &row));
+            assert_eq!(h.score, rulegym::retrieval::dot_canonical(q, &row));
         }
     }
     // A wider search never loses recall here.

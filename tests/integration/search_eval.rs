@@ -641,7 +641,7 @@ fn eval_report_errors_comparison_schema_and_browser() {
     assert!((g.overall.f1_se_seeds - (4.0 / 6.0 - 0.5) / 2.0).abs() < 1e-12);
     // Pooled over the 12 questions: values {1,0,1,1,0,1} and six 0.5s.
     let pooled: Vec<f64> = a.iter().chain(&b).map(|r| r.f1).collect();
-    let (_, pooled_se) = rulegym::eval::report::mean_se(&pooled);
+    let (_, pooled_se) = rulegym::eval::mean_se(&pooled);
     assert!((g.overall.f1_se_questions - pooled_se).abs() < 1e-12);
     let sizes: Vec<usize> = comparison
         .by_universe
