@@ -4,13 +4,12 @@
 use crate::oracle::SearchData;
 use rulegym::Result;
 use rulegym::eval::{
-    EndpointPolicy, EvalConfig, EvalReport, RunInfo, Sampling, compare, evaluate, report,
+    EndpointPolicy, EvalConfig, EvalReport, EvalSettings, RunInfo, compare, evaluate, report,
     write_comparison, write_outputs,
 };
 use rulegym::llm::ClientConfig;
 use rulegym::llm::openai::completions_url;
-use rulegym::preset::{EnvPreset, SamplingPreset, Shipped, Stage};
-use rulegym::search::SearchEnvConfig;
+use rulegym::preset::Stage;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
@@ -98,48 +97,20 @@ pub fn run(args: Args) -> Result<()> {
             None,
         )
         .backend()?;
-    let mut env = match &args.preset {
-        Some(name) => EnvPreset::named(name)?.search(args.stage)?,
-        None => SearchEnvConfig {
-            max_turns: 20,
-            ..SearchEnvConfig::default()
-        },
-    };
-    if let Some(t) = args.max_turns {
-        env.max_turns = t;
-    }
-    if let Some(k) = args.top_k {
-        env.top_k = k;
-    }
-    if let Some(c) = args.max_context_tokens {
-        env.max_context_tokens = Some(c);
-    }
-    if let Some(m) = args.max_tokens {
-        // The per-turn cap the endpoint enforces is also the one the environment applies.
-        if env.max_action_tokens.is_some() {
-            env.max_action_tokens = Some(m as usize);
-        }
-    }
-    env.validate()?;
-    let family = args
-        .sampling_preset
-        .as_deref()
-        .map(SamplingPreset::named)
-        .transpose()?;
-    let sampling = Sampling {
+    let (env, sampling) = EvalSettings {
         model: args.model.clone(),
-        temperature: args
-            .temperature
-            .or(family.map(|f| f.temperature))
-            .unwrap_or(0.0),
-        top_p: args.top_p.or(family.map(|f| f.top_p)),
-        max_tokens: args
-            .max_tokens
-            .or(env.max_action_tokens.map(|m| m as u32))
-            .unwrap_or(1024),
+        env_preset: args.preset.clone(),
+        stage: args.stage,
+        sampling_preset: args.sampling_preset.clone(),
+        max_turns: args.max_turns,
+        top_k: args.top_k,
+        max_context_tokens: args.max_context_tokens,
+        temperature: args.temperature,
+        top_p: args.top_p,
+        max_tokens: args.max_tokens,
         seed: args.seed,
-    };
-    sampling.validate()?;
+    }
+    .resolve()?;
     let tokens = rulegym::env::tokens::counter(args.tokenizer.as_deref())?;
     let client = EndpointPolicy::new(backend, sampling.clone())?;
     let config = EvalConfig {

@@ -9,8 +9,8 @@
 //!
 //! The room's files, one job each: [`policy`] (what answers a turn: an endpoint, with its
 //! sampling), [`episode`] (the episode loop and [`evaluate`]), [`report`] (statistics and the
-//! report schema), [`compare`] (several runs side by side), [`plot`] (SVG figures) and [`html`]
-//! (the pages).
+//! report schema), [`compare`] (several runs side by side), [`plot`] (SVG figures), [`html`]
+//! (the pages) and `settings` ([`EvalSettings`]: presets and overrides resolved once).
 
 pub(crate) mod compare;
 pub(crate) mod episode;
@@ -18,6 +18,7 @@ pub(crate) mod html;
 pub(crate) mod plot;
 pub(crate) mod policy;
 pub(crate) mod report;
+pub(crate) mod settings;
 
 pub use compare::{Comparison, compare, write_comparison};
 pub use episode::{EpisodeRecord, EvalConfig, evaluate, play};
@@ -25,6 +26,7 @@ pub use policy::{EndpointPolicy, Policy, STOP, Sampling, restore_stop};
 pub use report::{
     EvalReport, GroupStats, REPORT_SCHEMA_VERSION, RunInfo, mean_se, report, write_outputs,
 };
+pub use settings::EvalSettings;
 
 /// Errors of the evaluation report (endpoint failures are [`crate::llm::LlmError`]s).
 #[derive(Debug, thiserror::Error)]

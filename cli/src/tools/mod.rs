@@ -4,8 +4,8 @@
 use rulegym::Result;
 use rulegym::llm::{ChatMessage, ClientConfig};
 use rulegym::preset::Stage;
-use rulegym::tooluse::env::{Protocol, ToolEnvConfig, trajectory_from_messages};
-use rulegym::tooluse::play::PlayConfig;
+use rulegym::tooluse::env::{Protocol, trajectory_from_messages};
+use rulegym::tooluse::play::{PlayConfig, env_config};
 use rulegym::tooluse::rubric::agreement::AgreementReport;
 use rulegym::tooluse::rubric::judge::LlmJudge;
 use rulegym::tooluse::rubric::{RewardVariant, RubricScorer, ScoreBy, ScoreConfig};
@@ -234,17 +234,12 @@ fn tools_client(llm: &crate::llm::LlmArgs, out: &Path, concurrency: usize) -> Cl
 }
 
 fn play(args: PlayArgs) -> Result<()> {
-    let mut env = match &args.preset {
-        Some(name) => <rulegym::preset::EnvPreset as rulegym::preset::Shipped>::named(name)?
-            .tooluse(args.stage)?,
-        None => ToolEnvConfig::default(),
-    };
-    if let Some(protocol) = args.protocol {
-        env.protocol = protocol;
-    }
-    if let Some(t) = args.max_turns {
-        env.max_turns = t;
-    }
+    let env = env_config(
+        args.preset.as_deref(),
+        args.stage,
+        args.protocol,
+        args.max_turns,
+    )?;
     let agent = tools_client(&args.llm, &args.out, args.concurrency);
     let config = PlayConfig {
         simulation: SimulationConfig {
