@@ -75,6 +75,17 @@ pub enum Error {
         /// People in the universe.
         people: usize,
     },
+    /// A name that is not one of a closed set the crate ships (a preset, a sampling family): a
+    /// caller can offer the valid ones.
+    #[error("unknown {kind} {name:?} (valid: {})", .valid.join(", "))]
+    UnknownName {
+        /// What the name should name (`environment preset`, `sampling preset`, ...).
+        kind: &'static str,
+        /// The name given.
+        name: String,
+        /// The valid names, in order.
+        valid: Vec<String>,
+    },
     /// `step` was called on an episode that has ended (call `reset`).
     #[error("step after the episode ended")]
     EpisodeOver,

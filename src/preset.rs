@@ -43,12 +43,10 @@ pub trait Shipped: DeserializeOwned {
         let (_, json) = Self::FILES
             .iter()
             .find(|(n, _)| *n == name)
-            .ok_or_else(|| {
-                Error::Config(format!(
-                    "unknown {} {name:?} (valid: {})",
-                    Self::KIND,
-                    Self::names()
-                ))
+            .ok_or_else(|| Error::UnknownName {
+                kind: Self::KIND,
+                name: name.to_owned(),
+                valid: Self::FILES.iter().map(|(n, _)| (*n).to_owned()).collect(),
             })?;
         let preset: Self = serde_json::from_str(json).map_err(|source| Error::Json {
             context: format!("parsing {} {name}", Self::KIND),
@@ -257,12 +255,14 @@ impl SamplingPreset {
     /// error listing the valid ones.
     pub fn named(family: &str) -> Result<SamplingPreset> {
         let all = SamplingPreset::all()?;
-        all.families.get(family).copied().ok_or_else(|| {
-            Error::Config(format!(
-                "unknown sampling preset {family:?} (valid: {})",
-                all.families.keys().cloned().collect::<Vec<_>>().join(", ")
-            ))
-        })
+        all.families
+            .get(family)
+            .copied()
+            .ok_or_else(|| Error::UnknownName {
+                kind: "sampling preset",
+                name: family.to_owned(),
+                valid: all.families.keys().cloned().collect(),
+            })
     }
 }
 
