@@ -18,15 +18,20 @@
 //! is bounded ([`limits`]) and never ends the server: an unknown tool is a JSON-RPC error, bad
 //! arguments and calls after the episode ended are tool results with `isError` and a message.
 
+mod args;
 mod bounded;
+mod error;
 mod search;
+mod search_tools;
 mod server;
 mod task;
+mod task_tools;
 
 pub use bounded::{BoundedError, BoundedSessions};
 
+pub use error::ToolError;
 pub use search::{SCORED_MAX_TURNS, SearchWorld};
-pub use server::{ARTICLE_URI, McpServer, QUESTION_URI, TASK_URI, ToolError};
+pub use server::{ARTICLE_URI, McpServer, QUESTION_URI, TASK_URI};
 pub use task::{BUILTIN_TOOLS, TaskWorld};
 
 use std::sync::Arc;

@@ -121,6 +121,21 @@ pub(crate) fn ask_seeded(
         .map_err(|e| format!("{}: {e}", prompt.version))
 }
 
+/// A JSON value as the one-line canonical text used in prompts.
+pub(crate) fn json_line(value: &serde_json::Value) -> String {
+    crate::tooluse::simulator::canonical_json(value)
+}
+
+/// A numbered list, one line per entry (`1. ...`), as prompts show workflows.
+pub(crate) fn numbered(lines: &[String]) -> String {
+    lines
+        .iter()
+        .enumerate()
+        .map(|(i, s)| format!("{}. {s}", i + 1))
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -10,8 +10,7 @@
 
 use super::parse::Reject;
 use super::{
-    Ctx, ItemError, Outcome, PipelineError, PipelineReport, Result, Stage, StageSummary, SynthItem,
-    process,
+    Ctx, ItemError, Outcome, PipelineError, PipelineReport, Stage, StageSummary, SynthItem, process,
 };
 use serde::Serialize;
 use serde::de::DeserializeOwned;
@@ -39,13 +38,13 @@ pub(crate) fn io_error(path: &Path, what: &str, e: impl std::fmt::Display) -> Pi
     }
 }
 
-pub(crate) fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
+pub(crate) fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), PipelineError> {
     crate::io::write_file_atomic(path, bytes).map_err(|e| io_error(path, "writing", e))
 }
 
 /// The complete lines of a stage file with their line numbers ([`crate::io::read_complete_lines`]:
 /// a partial last line is left for a rerun to redo).
-fn read_lines(path: &Path) -> Result<Vec<(usize, String)>> {
+fn read_lines(path: &Path) -> Result<Vec<(usize, String)>, PipelineError> {
     crate::io::read_complete_lines(path).map_err(|e| io_error(path, "reading", e))
 }
 
@@ -58,7 +57,7 @@ fn corrupt(path: &Path, line: usize, message: impl std::fmt::Display) -> Pipelin
 }
 
 /// The `id` and `fingerprint` (empty when absent) of a line.
-fn line_key(path: &Path, n: usize, line: &str) -> Result<(String, String)> {
+fn line_key(path: &Path, n: usize, line: &str) -> Result<(String, String), PipelineError> {
     let value: Value = serde_json::from_str(line).map_err(|e| corrupt(path, n, e))?;
     let id = value
         .get("id")
@@ -74,7 +73,7 @@ fn line_key(path: &Path, n: usize, line: &str) -> Result<(String, String)> {
 }
 
 /// The `id` of each line.
-fn line_ids(path: &Path, lines: &[(usize, String)]) -> Result<Vec<String>> {
+fn line_ids(path: &Path, lines: &[(usize, String)]) -> Result<Vec<String>, PipelineError> {
     lines
         .iter()
         .map(|(n, line)| line_key(path, *n, line).map(|(id, _)| id))
@@ -82,7 +81,7 @@ fn line_ids(path: &Path, lines: &[(usize, String)]) -> Result<Vec<String>> {
 }
 
 /// The records (items or rejects) of a stage output file, in file order.
-pub(crate) fn read_records<T: DeserializeOwned>(path: &Path) -> Result<Vec<T>> {
+pub(crate) fn read_records<T: DeserializeOwned>(path: &Path) -> Result<Vec<T>, PipelineError> {
     read_lines(path)?
         .iter()
         .map(|(n, line)| serde_json::from_str(line).map_err(|e| corrupt(path, *n, e)))
@@ -91,7 +90,7 @@ pub(crate) fn read_records<T: DeserializeOwned>(path: &Path) -> Result<Vec<T>> {
 
 /// Rewrites `path` with its lines sorted by the input position of their ids (lines of unknown
 /// ids last, in file order).
-fn sort_file(path: &Path, order: &BTreeMap<&str, usize>) -> Result<()> {
+fn sort_file(path: &Path, order: &BTreeMap<&str, usize>) -> Result<(), PipelineError> {
     let lines = read_lines(path)?;
     let ids = line_ids(path, &lines)?;
     let mut keyed: Vec<(usize, &String)> = ids
@@ -108,7 +107,7 @@ fn sort_file(path: &Path, order: &BTreeMap<&str, usize>) -> Result<()> {
     write_atomic(path, &bytes)
 }
 
-fn to_line(value: &impl Serialize) -> Result<String> {
+fn to_line(value: &impl Serialize) -> Result<String, PipelineError> {
     serde_json::to_string(value).map_err(|e| PipelineError::Io {
         context: "serialising a record".into(),
         message: e.to_string(),
@@ -121,8 +120,8 @@ pub(crate) fn for_each_ordered<I: Sync, O: Send>(
     items: &[I],
     workers: usize,
     work: impl Fn(&I) -> O + Sync,
-    mut emit: impl FnMut(usize, O) -> Result<()>,
-) -> Result<()> {
+    mut emit: impl FnMut(usize, O) -> Result<(), PipelineError>,
+) -> Result<(), PipelineError> {
     let next = AtomicUsize::new(0);
     let stop = AtomicBool::new(false);
     let (tx, rx) = std::sync::mpsc::channel::<(usize, O)>();
@@ -162,13 +161,13 @@ pub(crate) fn for_each_ordered<I: Sync, O: Send>(
     })
 }
 
-fn append(file: &mut std::fs::File, path: &Path, line: &str) -> Result<()> {
+fn append(file: &mut std::fs::File, path: &Path, line: &str) -> Result<(), PipelineError> {
     file.write_all(format!("{line}\n").as_bytes())
         .and_then(|()| file.flush())
         .map_err(|e| io_error(path, "appending to", e))
 }
 
-fn open_append(path: &Path) -> Result<std::fs::File> {
+fn open_append(path: &Path) -> Result<std::fs::File, PipelineError> {
     std::fs::OpenOptions::new()
         .create(true)
         .append(true)
@@ -181,7 +180,7 @@ fn expected_fingerprints(
     config: &super::PipelineConfig,
     stage: Stage,
     input: &[SynthItem],
-) -> Result<BTreeMap<String, String>> {
+) -> Result<BTreeMap<String, String>, PipelineError> {
     let key = super::stage_key(config, stage);
     input
         .iter()
@@ -197,7 +196,7 @@ fn prune(
     expected: &BTreeMap<String, String>,
     keep_none: bool,
     done: &mut BTreeSet<String>,
-) -> Result<(usize, usize)> {
+) -> Result<(usize, usize), PipelineError> {
     let raw = match std::fs::read(path) {
         Ok(b) => b,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Vec::new(),
@@ -230,7 +229,7 @@ pub(crate) fn run_stage(
     stage: Stage,
     input: Vec<SynthItem>,
     observe: &mut dyn FnMut(super::SynthEvent),
-) -> Result<(Vec<SynthItem>, StageSummary)> {
+) -> Result<(Vec<SynthItem>, StageSummary), PipelineError> {
     let out = out_path(&ctx.config.out, stage);
     let rej = rejects_path(&ctx.config.out, stage);
     let expected = expected_fingerprints(&ctx.config, stage, &input)?;
@@ -248,7 +247,7 @@ pub(crate) fn run_stage(
     });
     let (mut out_file, mut rej_file) = (open_append(&out)?, open_append(&rej)?);
     let mut failures: Vec<String> = Vec::new();
-    let work = |item: &&SynthItem| -> std::result::Result<Outcome, ItemError> {
+    let work = |item: &&SynthItem| -> Result<Outcome, ItemError> {
         process(ctx, stage, item, &expected[&item.id])
     };
     let result = for_each_ordered(&todo, ctx.config.concurrency, work, |i, outcome| {
@@ -293,7 +292,10 @@ pub(crate) fn run_stage(
 /// its id's record in stage k-1's file under the current settings; a `draft` record the
 /// fingerprint of its own id and persona (draft rejects, which do not hold the persona, are not
 /// checked). Files that do not exist are skipped (the first stage reports a missing input).
-pub(crate) fn check_upstream(config: &super::PipelineConfig, first: Stage) -> Result<()> {
+pub(crate) fn check_upstream(
+    config: &super::PipelineConfig,
+    first: Stage,
+) -> Result<(), PipelineError> {
     let upto = Stage::ALL.iter().position(|&s| s == first).unwrap_or(0);
     for k in 0..upto {
         let stage = Stage::ALL[k];
@@ -344,7 +346,7 @@ pub(crate) fn check_upstream(config: &super::PipelineConfig, first: Stage) -> Re
 }
 
 /// Counts of a stage's files (input and processed are left 0).
-fn summarize(ctx: &Ctx, stage: Stage) -> Result<StageSummary> {
+fn summarize(ctx: &Ctx, stage: Stage) -> Result<StageSummary, PipelineError> {
     let out = out_path(&ctx.config.out, stage);
     let rej = rejects_path(&ctx.config.out, stage);
     let kept = read_lines(&out)?.len();
@@ -372,7 +374,7 @@ fn summarize(ctx: &Ctx, stage: Stage) -> Result<StageSummary> {
 /// Writes `manifest.json`: the prompts (version and SHA-256), the generation settings, and per
 /// stage the kept and rejected counts read from its files (so the manifest of a resumed run
 /// equals that of an uninterrupted one).
-pub(crate) fn write_manifest(ctx: &Ctx, report: &PipelineReport) -> Result<()> {
+pub(crate) fn write_manifest(ctx: &Ctx, report: &PipelineReport) -> Result<(), PipelineError> {
     let c = &ctx.config;
     let mut stages = Vec::new();
     for stage in Stage::ALL {
