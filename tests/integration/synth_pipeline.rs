@@ -527,13 +527,32 @@ fn outputs_are_identical_across_concurrency_and_in_offline_replay() {
         Some(backend(&one)),
     )
     .unwrap();
+    // The same run through the observer: one Started (with the items to do), one Item per
+    // item and one Finished per stage, in stage order, as the report counts them.
     let four = Arc::new(Script::default());
-    synth::run(
+    let mut events = Vec::new();
+    let report = synth::run_observed(
         &config(&b, "cache", 4),
         Some(&personas),
         Some(backend(&four)),
+        &mut |e| events.push(e),
     )
     .unwrap();
+    let mut expected = Vec::new();
+    for (summary, &stage) in report.stages.iter().zip(synth::Stage::ALL.iter()) {
+        assert_eq!(summary.stage, stage.name());
+        expected.push(synth::SynthEvent::Started {
+            stage,
+            items: summary.processed,
+        });
+        expected.extend(std::iter::repeat_n(
+            synth::SynthEvent::Item,
+            summary.processed,
+        ));
+        expected.push(synth::SynthEvent::Finished(stage));
+    }
+    assert_eq!(report.stages.len(), synth::Stage::ALL.len());
+    assert_eq!(events, expected);
     assert_same_tree(&a.join("out"), &b.join("out"));
     assert_same_tree(&a.join("cache"), &b.join("cache"));
     assert_eq!(
