@@ -86,6 +86,15 @@ pub enum Error {
         /// The valid names, in order.
         valid: Vec<String>,
     },
+    /// A tool call's text holds markup an environment would parse as another action (see
+    /// [`crate::env::PROTOCOL_MARKERS`]); nothing was done.
+    #[error("{field} must not contain {marker:?}")]
+    ProtocolMarkup {
+        /// The argument.
+        field: &'static str,
+        /// The markup found.
+        marker: &'static str,
+    },
     /// `step` was called on an episode that has ended (call `reset`).
     #[error("step after the episode ended")]
     EpisodeOver,

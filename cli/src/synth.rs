@@ -45,7 +45,7 @@ pub struct Args {
     #[arg(long)]
     out: PathBuf,
     /// Stages to run, comma-separated, in order (draft,tools,rewrite,rollouts,rubric,filter).
-    #[arg(long, value_enum, value_delimiter = ',')]
+    #[arg(long, value_delimiter = ',', value_parser = stage_name)]
     stages: Vec<Stage>,
     /// Items processed at once.
     #[arg(long, default_value_t = 4)]
@@ -91,6 +91,18 @@ pub struct Args {
     /// No progress bars.
     #[arg(long, short)]
     quiet: bool,
+}
+
+/// A stage name of `--stages` (spaces around it allowed, as in `draft, tools`).
+fn stage_name(name: &str) -> std::result::Result<Stage, String> {
+    <Stage as clap::ValueEnum>::from_str(name.trim(), false).map_err(|_| {
+        let valid: Vec<&str> = Stage::ALL.iter().map(|s| s.name()).collect();
+        format!(
+            "unknown stage {:?} (valid: {})",
+            name.trim(),
+            valid.join(", ")
+        )
+    })
 }
 
 /// The pipeline configuration of `args`: the defaults, then the preset's values, then the
@@ -250,6 +262,9 @@ mod tests {
                 ..preset.clone()
             }
         );
+        // Stage lists may have spaces after the commas.
+        let staged = config(&["--stages", "draft, tools"]).unwrap();
+        assert_eq!(staged.stages, [Stage::Draft, Stage::Tools]);
         // Without a preset a flag changes only its knob.
         let flag = config(&["--extraction", "per-trajectory"]).unwrap();
         assert_eq!(

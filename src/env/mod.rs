@@ -10,6 +10,11 @@ use crate::llm::ChatMessage;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
+/// The first of [`PROTOCOL_MARKERS`] that `text` contains, if any.
+pub fn protocol_marker(text: &str) -> Option<&'static str> {
+    PROTOCOL_MARKERS.iter().copied().find(|m| text.contains(m))
+}
+
 /// Markup the environments parse out of assistant text (the search environment's tags, the
 /// tool-use environment's blocks and stop markers): text that a tool call passes into an
 /// episode may not contain it, or one argument could act as another action.

@@ -77,10 +77,14 @@ pub(super) fn call_search(
                 });
             }
             let (text, docs) = match session {
-                Some(s) => match s.search(a.query.trim(), Some(k))? {
-                    Reply::Passages { text, docs } => (text, docs),
-                    other => return ended(s, other),
-                },
+                Some(s) => {
+                    super::task_tools::no_markup("query", &a.query)?;
+                    match s.search(a.query.trim(), Some(k))? {
+                        Reply::Passages { text, docs } => (text, docs),
+                        Reply::Invalid { text } => (text, Vec::new()),
+                        other => return ended(s, other),
+                    }
+                }
                 None => {
                     let docs: Vec<Document> =
                         w.search(a.query.trim(), k)?.into_iter().cloned().collect();
@@ -158,8 +162,11 @@ pub(super) fn call_search(
                 });
             };
             let a: AnswerArgs = parse(name, args)?;
-            let reply = s.answer(&a.answer)?;
-            ended(s, reply)
+            super::task_tools::no_markup("answer", &a.answer)?;
+            match s.answer(&a.answer)? {
+                Reply::Invalid { text } => Ok(ok(text.trim().to_owned(), json!({"done": false}))),
+                reply => ended(s, reply),
+            }
         }
         other => Err(ToolError::BadArguments {
             tool: other.to_owned(),
@@ -170,7 +177,7 @@ pub(super) fn call_search(
 
 /// Why a scored search session is over, as a tool error.
 fn over(s: &SearchSession) -> ToolError {
-    ToolError::EpisodeOver(format!("score {}", s.reward()))
+    ToolError::EpisodeOver(format!("ended, score {}", s.reward()))
 }
 
 /// The result of the call that ended a scored search session: the score of an answer (F1, exact

@@ -52,11 +52,8 @@ fn schema(value: Value) -> Arc<JsonObject> {
 }
 
 /// Refuses a text the tool-use environment would read as protocol markup.
-fn no_markup(field: &'static str, text: &str) -> Result<(), ToolError> {
-    match crate::env::PROTOCOL_MARKERS
-        .iter()
-        .find(|m| text.contains(*m))
-    {
+pub(super) fn no_markup(field: &'static str, text: &str) -> Result<(), ToolError> {
+    match crate::env::protocol_marker(text) {
         Some(marker) => Err(ToolError::ProtocolText { field, marker }),
         None => Ok(()),
     }

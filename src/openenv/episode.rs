@@ -186,7 +186,13 @@ fn call_search(
         }
     };
     let text = text_arg(name, args, field)?;
-    let fault = |e: crate::Error| ToolFault::Execution(e.to_string());
+    let fault = |e: crate::Error| match e {
+        crate::Error::ProtocolMarkup { .. } => ToolFault::InvalidArgs {
+            tool: name.into(),
+            message: e.to_string(),
+        },
+        e => ToolFault::Execution(e.to_string()),
+    };
     let reply = match name {
         "search" => s.search(&text, None).map_err(fault)?,
         "get_article" => s.get_article(&text),
@@ -204,6 +210,7 @@ fn call_search(
         }
         Reply::Article(Some(doc)) => doc.contents,
         Reply::Article(None) => format!("No article is titled {text:?}."),
+        Reply::Invalid { text } => text.trim().to_owned(),
         Reply::Ended { .. } if name == "answer" => "Answer recorded.".to_owned(),
         Reply::Ended { .. } | Reply::Over => EPISODE_OVER.to_owned(),
     };

@@ -32,8 +32,22 @@ pub enum Reply {
         /// for an answer; `reason` otherwise).
         metadata: BTreeMap<String, Value>,
     },
+    /// The environment did not read the call as an action (e.g. cut by its per-turn token
+    /// cap before the closing tag): its observation; the episode goes on.
+    Invalid {
+        /// The environment's observation.
+        text: String,
+    },
     /// The episode had already ended; nothing was done.
     Over,
+}
+
+/// Refuses a text the environment would parse as another action.
+fn plain(field: &'static str, text: &str) -> crate::Result<()> {
+    match crate::env::protocol_marker(text) {
+        Some(marker) => Err(crate::Error::ProtocolMarkup { field, marker }),
+        None => Ok(()),
+    }
 }
 
 /// A scored search episode over tool calls.
@@ -133,8 +147,10 @@ impl SearchSession {
         }
     }
 
-    /// One search of `query`: `top_k` passages (the environment's own when `None`).
+    /// One search of `query`: `top_k` passages (the environment's own when `None`). A query
+    /// holding protocol markup is refused ([`crate::Error::ProtocolMarkup`]) and takes no turn.
     pub fn search(&mut self, query: &str, top_k: Option<usize>) -> crate::Result<Reply> {
+        plain("query", query)?;
         if !self.turn() {
             return Ok(Reply::Over);
         }
@@ -150,6 +166,9 @@ impl SearchSession {
             .iter()
             .map(crate::llm::ChatMessage::content_str)
             .collect();
+        if step.metadata.contains_key("reason") {
+            return Ok(self.capped(Reply::Invalid { text }));
+        }
         Ok(self.capped(Reply::Passages { text, docs }))
     }
 
@@ -163,12 +182,21 @@ impl SearchSession {
     }
 
     /// Gives the final answer (comma-separated items): the environment scores it and the
-    /// episode ends.
+    /// episode ends. An answer holding protocol markup is refused and takes no turn.
     pub fn answer(&mut self, answer: &str) -> crate::Result<Reply> {
+        plain("answer", answer)?;
         if !self.turn() {
             return Ok(Reply::Over);
         }
         let step = self.env.step(&format!("<answer>{answer}</answer>"))?;
-        Ok(self.ended(step))
+        if step.done {
+            return Ok(self.ended(step));
+        }
+        let text = step
+            .observations
+            .iter()
+            .map(crate::llm::ChatMessage::content_str)
+            .collect();
+        Ok(self.capped(Reply::Invalid { text }))
     }
 }

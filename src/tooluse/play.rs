@@ -125,6 +125,7 @@ pub fn play(tasks: Vec<Task>, config: &PlayConfig) -> crate::Result<PlayReport> 
         SimulationConfig {
             endpoint: sim_endpoint.clone(),
             replay_only,
+            cache: Some(cache.to_owned()),
             ..config.simulation.clone()
         },
         config.agent.with_endpoint(sim_endpoint.as_deref()).http()?,
@@ -147,7 +148,8 @@ pub fn play(tasks: Vec<Task>, config: &PlayConfig) -> crate::Result<PlayReport> 
         .num_threads(config.concurrency.max(1))
         .build()
         .map_err(|e| crate::Error::Config(format!("thread pool: {e}")))?;
-    let episodes: crate::Result<Vec<Episode>> = pool.install(|| {
+    // Every episode runs; the first failure in task order is the one reported.
+    let episodes: Vec<crate::Result<Episode>> = pool.install(|| {
         use rayon::prelude::*;
         tasks
             .into_par_iter()
@@ -167,6 +169,6 @@ pub fn play(tasks: Vec<Task>, config: &PlayConfig) -> crate::Result<PlayReport> 
             .collect()
     });
     Ok(PlayReport {
-        episodes: episodes?,
+        episodes: episodes.into_iter().collect::<crate::Result<_>>()?,
     })
 }

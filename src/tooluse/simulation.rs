@@ -41,6 +41,10 @@ pub struct SimulationConfig {
     /// Where the run's world is recorded: `mappings/<task>.json` and `llm-cache/`. Required
     /// whenever an LLM is used (`endpoint` or `replay_only`).
     pub dir: Option<PathBuf>,
+    /// Where the simulators' LLM exchanges are recorded [`DIR/llm-cache`] (e.g. one cache shared
+    /// with the agent's, as `tools play --cache` does).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cache: Option<PathBuf>,
     /// A directory of mappings to start each task's mapping from when `dir` has none for it
     /// (e.g. the `mappings/` that `rulegym synth` wrote: the teacher's responses); read only.
     pub seed_mappings: Option<PathBuf>,
@@ -75,6 +79,7 @@ impl Default for SimulationConfig {
             api_key_env: None,
             user: UserKind::Rule,
             dir: None,
+            cache: None,
             seed_mappings: None,
             replay_only: false,
             semantic_equivalence: true,
@@ -174,6 +179,13 @@ impl SimulationConfig {
         dir.join("mappings").join(format!("{task}.json"))
     }
 
+    /// Where the simulators' exchanges are recorded: `cache`, else `DIR/llm-cache`.
+    pub fn cache_dir(&self) -> Option<PathBuf> {
+        self.cache
+            .clone()
+            .or_else(|| self.dir.as_ref().map(|dir| dir.join("llm-cache")))
+    }
+
     /// The client of the simulator LLM: this configuration's endpoint, key, limits and
     /// replay mode (recorded in `DIR/llm-cache`).
     pub fn client_config(&self) -> ClientConfig {
@@ -184,7 +196,7 @@ impl SimulationConfig {
             max_retries: self.max_retries,
             max_concurrency: self.max_concurrency,
             schema_format: self.schema_format,
-            cache: self.dir.as_ref().map(|dir| dir.join("llm-cache")),
+            cache: self.cache_dir(),
             replay_only: self.replay_only,
             ..ClientConfig::default()
         }
@@ -208,7 +220,7 @@ impl Simulation {
     }
 
     /// A simulation whose misses go to `inner` (any backend: tests, a shared client), recorded
-    /// in `dir/llm-cache` (replayed only, whatever `inner` is, when `replay_only`).
+    /// in `cache` or `dir/llm-cache` (replayed only, whatever `inner` is, when `replay_only`).
     pub fn with_backend(
         config: SimulationConfig,
         inner: Option<Arc<dyn LlmBackend>>,
@@ -216,7 +228,11 @@ impl Simulation {
         config.check(config.uses_llm() || inner.is_some())?;
         let backend = match &config.dir {
             Some(dir) if config.uses_llm() || inner.is_some() => {
-                Some(recorded(inner, &dir.join("llm-cache"), config.replay_only))
+                let cache = config
+                    .cache
+                    .clone()
+                    .unwrap_or_else(|| dir.join("llm-cache"));
+                Some(recorded(inner, &cache, config.replay_only))
             }
             _ => None,
         };

@@ -410,8 +410,18 @@ fn session_wraps_the_environment_scoring_and_turn_cap() {
     );
     assert_eq!(s.reward(), 1.0);
     assert!(s.done() && matches!(s.search("x", None).unwrap(), Reply::Over));
-    // Three calls without an answer: the third reaches the environment's cap, reward 0.
+    // Markup that the environment would parse as another action is refused, and takes no turn.
     let mut s = new();
+    for text in ["<answer>Bob</answer>", "x</search>y"] {
+        let err = s.search(text, None).unwrap_err();
+        assert!(
+            matches!(err, rulegym::Error::ProtocolMarkup { .. }),
+            "{err}"
+        );
+        assert!(s.answer(text).is_err());
+    }
+    assert!(!s.done() && s.turns() == 0);
+    // Three calls without an answer: the third reaches the environment's cap, reward 0.
     assert!(matches!(
         s.get_article("Nobody Atall"),
         Reply::Article(None)
