@@ -1,0 +1,135 @@
+//! The router and serving, the error responses, and the health, metadata and stateless
+//! simulation-mode routes.
+
+use super::ServerConfig;
+use super::app::{App, Failure};
+use super::listing::{list_environments, num_tasks, splits, task, task_range, tasks};
+use super::rpc::http_mcp;
+use super::schema::{openapi, schema};
+use super::session::Session;
+use super::ws::ws;
+use crate::openenv::world::World;
+use crate::sessions::{ConnectionLimits, SessionTable};
+use axum::extract::{DefaultBodyLimit, State};
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use axum::{Json, Router};
+use serde_json::{Value, json};
+use std::sync::Arc;
+use std::sync::atomic::AtomicU64;
+use std::time::Duration;
+
+/// caller runs its reaper).
+pub fn router(world: Arc<World>, cfg: ServerConfig) -> crate::Result<Router> {
+    let sessions = Arc::new(SessionTable::new(cfg.sessions.clone())?);
+    let app = Arc::new(App {
+        world,
+        sessions,
+        cfg: cfg.clone(),
+        next: AtomicU64::new(1),
+        ids: std::hash::RandomState::new(),
+    });
+    // Closes idle and over-age sessions (their sockets end; their episodes are dropped). The
+    // task holds the table weakly and ends with it.
+    app.sessions
+        .spawn_reaper(|_, s: Arc<Session>| async move { s.close.notify_one() });
+    Ok(Router::new()
+        .route("/health", get(health))
+        .route("/metadata", get(metadata))
+        .route("/schema", get(schema))
+        .route("/openapi.json", get(openapi))
+        .route("/reset", post(http_reset))
+        .route("/step", post(http_step))
+        .route("/state", get(http_state))
+        .route("/mcp", post(http_mcp))
+        .route("/ws", get(ws))
+        .route("/list_environments", get(list_environments))
+        .route("/{env}/splits", get(splits))
+        .route("/{env}/tasks", post(tasks))
+        .route("/{env}/num_tasks", post(num_tasks))
+        .route("/{env}/task", post(task))
+        .route("/{env}/task_range", post(task_range))
+        .layer(DefaultBodyLimit::max(cfg.max_message_bytes))
+        .with_state(app))
+}
+
+/// Serves `world` on `listener` until the process ends.
+pub async fn serve(
+    listener: tokio::net::TcpListener,
+    world: Arc<World>,
+    cfg: ServerConfig,
+) -> crate::Result<()> {
+    let limits = ConnectionLimits {
+        sessions: cfg.sessions.clone(),
+        header_timeout: cfg.header_timeout,
+        drain_timeout: Duration::from_secs(5),
+    };
+    let app = router(world, cfg)?;
+    crate::sessions::serve_connections(listener, app, limits).await?;
+    Ok(())
+}
+
+pub(super) fn http_error(status: StatusCode, message: impl Into<String>) -> Response {
+    (status, Json(json!({"detail": message.into()}))).into_response()
+}
+
+fn failure_response(f: Failure) -> Response {
+    let status = match f.code {
+        "VALIDATION_ERROR" | "INVALID_JSON" => StatusCode::UNPROCESSABLE_ENTITY,
+        "CAPACITY_REACHED" => StatusCode::SERVICE_UNAVAILABLE,
+        _ => StatusCode::INTERNAL_SERVER_ERROR,
+    };
+    http_error(status, f.message)
+}
+
+/// `{"status": "healthy"}` (OpenEnv's), with the live and ended session counts.
+async fn health(State(app): State<Arc<App>>) -> Json<Value> {
+    Json(json!({
+        "status": "healthy",
+        "sessions": app.sessions.len(),
+        "sessions_ended": app.sessions.ended(),
+    }))
+}
+
+async fn metadata(State(app): State<Arc<App>>) -> Json<Value> {
+    Json(json!({
+        "name": app.world.name,
+        "description": app.world.description(),
+        "readme_content": null,
+        "version": env!("CARGO_PKG_VERSION"),
+        "author": "rulegym",
+        "documentation_url": "https://github.com/rulegym/rulegym/blob/main/docs/protocols.md",
+    }))
+}
+/// Stateless `POST /reset` (simulation mode): the opening of the episode the body asks for.
+async fn http_reset(State(app): State<Arc<App>>, body: Option<Json<Value>>) -> Response {
+    let session = Session::new();
+    let data = body.map(|Json(v)| v).unwrap_or(Value::Null);
+    match app.reset(&session, data).await {
+        Ok(v) => Json(v).into_response(),
+        Err(f) => failure_response(f),
+    }
+}
+
+/// Stateless `POST /step` (simulation mode): the action applied to a fresh episode.
+async fn http_step(State(app): State<Arc<App>>, body: Option<Json<Value>>) -> Response {
+    let Some(Json(Value::Object(mut body))) = body else {
+        return http_error(
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "expected {\"action\": {...}}",
+        );
+    };
+    let Some(action) = body.remove("action") else {
+        return http_error(StatusCode::UNPROCESSABLE_ENTITY, "missing \"action\"");
+    };
+    let session = Session::new();
+    match app.step(&session, action).await {
+        Ok(v) => Json(v).into_response(),
+        Err(f) => failure_response(f),
+    }
+}
+
+async fn http_state() -> Json<Value> {
+    Json(json!({"episode_id": null, "step_count": 0}))
+}

@@ -1,0 +1,106 @@
+//! WebSocket sessions at `/ws`: attaching or admitting the session, then one message at a time.
+
+use super::app::{App, Failure};
+use super::routes::http_error;
+use super::rpc::rpc;
+use super::session::Session;
+use axum::extract::ws::{Message, WebSocket, WebSocketUpgrade};
+use axum::extract::{Query, State};
+use axum::http::StatusCode;
+use axum::response::Response;
+use serde_json::{Value, json};
+use std::collections::HashMap;
+use std::sync::Arc;
+
+pub(super) async fn ws(
+    State(app): State<Arc<App>>,
+    Query(query): Query<HashMap<String, String>>,
+    upgrade: WebSocketUpgrade,
+) -> Response {
+    // Attach to an HTTP-created session (MCPToolClient), or open one for this socket.
+    let session = match query.get("session_id") {
+        Some(sid) => match app.sessions.get(sid) {
+            Some(s) => (sid.clone(), s),
+            None => {
+                return http_error(StatusCode::NOT_FOUND, format!("unknown session_id {sid:?}"));
+            }
+        },
+        None => {
+            let sid = app.session_id();
+            let s = Session::new();
+            if let Err(e) = app.sessions.admit(sid.clone(), s.clone()) {
+                // Refused after the upgrade with OpenEnv's error frame, as its clients expect.
+                let message = e.to_string();
+                return upgrade.on_upgrade(move |mut socket| async move {
+                    let frame = json!({"type": "error",
+                                       "data": {"message": message, "code": "CAPACITY_REACHED"}});
+                    let _ = socket.send(Message::Text(frame.to_string().into())).await;
+                    let _ = socket.send(Message::Close(None)).await;
+                });
+            }
+            (sid, s)
+        }
+    };
+    let max = app.cfg.max_message_bytes;
+    upgrade
+        .max_message_size(max)
+        .max_frame_size(max)
+        .on_upgrade(move |socket| run_socket(app, socket, session))
+}
+
+fn error_frame(f: Failure) -> Value {
+    json!({"type": "error", "data": {"message": f.message, "code": f.code}})
+}
+
+/// One WebSocket: messages `reset`, `step`, `state`, `mcp`, `close`, answered in order. The
+/// session ends with the socket (however it ends), or when the reaper closes it.
+async fn run_socket(app: Arc<App>, mut socket: WebSocket, (sid, session): (String, Arc<Session>)) {
+    loop {
+        let message = tokio::select! {
+            m = socket.recv() => m,
+            _ = session.close.notified() => break,
+        };
+        let text = match message {
+            Some(Ok(Message::Text(t))) => t.to_string(),
+            Some(Ok(Message::Binary(b))) => String::from_utf8_lossy(&b).into_owned(),
+            Some(Ok(Message::Ping(_) | Message::Pong(_))) => continue,
+            Some(Ok(Message::Close(_))) | Some(Err(_)) | None => break,
+        };
+        app.sessions.touch(&sid);
+        let reply = match serde_json::from_str::<Value>(&text) {
+            Err(e) => error_frame(Failure::new("INVALID_JSON", format!("invalid JSON: {e}"))),
+            Ok(msg) => {
+                let data = msg.get("data").cloned().unwrap_or(Value::Null);
+                match msg.get("type").and_then(Value::as_str) {
+                    Some("reset") => match app.reset(&session, data).await {
+                        Ok(v) => json!({"type": "observation", "data": v}),
+                        Err(f) => error_frame(f),
+                    },
+                    Some("step") => match app.step(&session, data).await {
+                        Ok(v) => json!({"type": "observation", "data": v}),
+                        Err(f) => error_frame(f),
+                    },
+                    Some("state") => json!({"type": "state", "data": app.state(&session)}),
+                    Some("mcp") => {
+                        json!({"type": "mcp", "data": rpc(&app, data, Some(&session)).await})
+                    }
+                    Some("close") => break,
+                    Some(other) => error_frame(Failure::new(
+                        "UNKNOWN_TYPE",
+                        format!("unknown message type {other:?} (reset, step, state, mcp, close)"),
+                    )),
+                    None => error_frame(Failure::new("UNKNOWN_TYPE", "message has no \"type\"")),
+                }
+            }
+        };
+        if socket
+            .send(Message::Text(reply.to_string().into()))
+            .await
+            .is_err()
+        {
+            break;
+        }
+    }
+    app.sessions.remove(&sid);
+    let _ = socket.send(Message::Close(None)).await;
+}
