@@ -83,16 +83,19 @@ impl ClientConfig {
         let config = |m: String| Err(LlmError::Config(m));
         if !(self.timeout_s.is_finite() && self.timeout_s > 0.0 && self.timeout_s <= 3600.0) {
             return config(format!(
-                "timeout {} must be a number of seconds in (0, 3600]",
+                "timeout_s {} must be a number of seconds in (0, 3600]",
                 self.timeout_s
             ));
         }
         if self.max_retries > 16 {
-            return config(format!("retries {} must be at most 16", self.max_retries));
+            return config(format!(
+                "max_retries {} must be at most 16",
+                self.max_retries
+            ));
         }
         if self.backoff_ms > 60_000 {
             return config(format!(
-                "backoff {} ms must be at most 60000",
+                "backoff_ms {} must be at most 60000",
                 self.backoff_ms
             ));
         }

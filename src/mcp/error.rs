@@ -62,6 +62,11 @@ pub enum ToolError {
 
 impl From<crate::Error> for ToolError {
     fn from(e: crate::Error) -> Self {
-        ToolError::Failed(e.to_string())
+        match e {
+            crate::Error::ProtocolMarkup { field, marker } => {
+                ToolError::ProtocolText { field, marker }
+            }
+            e => ToolError::Failed(e.to_string()),
+        }
     }
 }

@@ -3,7 +3,7 @@
 use super::McpError;
 use crate::question::Question;
 use crate::retrieval::{Document, SearchIndex};
-use crate::reward::{AnswerScore, ScoreMode, score};
+use crate::reward::ScoreMode;
 use crate::search::session::SearchSession;
 use crate::search::{SearchEnv, SearchEnvConfig, SearchTask};
 use std::collections::HashMap;
@@ -23,7 +23,6 @@ pub struct SearchWorld {
     /// Document id -> document position.
     by_id: HashMap<String, usize>,
     question: Option<Question>,
-    score_mode: ScoreMode,
 }
 
 impl SearchWorld {
@@ -59,7 +58,6 @@ impl SearchWorld {
             people,
             by_id,
             question,
-            score_mode: ScoreMode::Squad,
         }
     }
 
@@ -69,7 +67,7 @@ impl SearchWorld {
         SearchEnvConfig {
             top_k: super::limits::DEFAULT_K,
             max_turns: SCORED_MAX_TURNS,
-            score_mode: self.score_mode,
+            score_mode: ScoreMode::Squad,
             ..SearchEnvConfig::default()
         }
     }
@@ -129,12 +127,5 @@ impl SearchWorld {
     /// The article with document id `id`.
     pub fn article_by_id(&self, id: &str) -> Option<&Document> {
         self.by_id.get(id).map(|&i| &self.index.docs()[i])
-    }
-
-    /// Scores `answer` (comma-separated items) against the scored question's gold answers.
-    pub fn score(&self, answer: &str) -> Option<AnswerScore> {
-        self.question
-            .as_ref()
-            .map(|q| score(answer, &q.answers, self.score_mode))
     }
 }

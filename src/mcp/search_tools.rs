@@ -77,14 +77,11 @@ pub(super) fn call_search(
                 });
             }
             let (text, docs) = match session {
-                Some(s) => {
-                    super::task_tools::no_markup("query", &a.query)?;
-                    match s.search(a.query.trim(), Some(k))? {
-                        Reply::Passages { text, docs } => (text, docs),
-                        Reply::Invalid { text } => (text, Vec::new()),
-                        other => return ended(s, other),
-                    }
-                }
+                Some(s) => match s.search(a.query.trim(), Some(k))? {
+                    Reply::Passages { text, docs } => (text, docs),
+                    Reply::Invalid { text } => (text, Vec::new()),
+                    other => return ended(s, other),
+                },
                 None => {
                     let docs: Vec<Document> =
                         w.search(a.query.trim(), k)?.into_iter().cloned().collect();
@@ -162,7 +159,6 @@ pub(super) fn call_search(
                 });
             };
             let a: AnswerArgs = parse(name, args)?;
-            super::task_tools::no_markup("answer", &a.answer)?;
             match s.answer(&a.answer)? {
                 Reply::Invalid { text } => Ok(ok(text.trim().to_owned(), json!({"done": false}))),
                 reply => ended(s, reply),

@@ -52,7 +52,7 @@ fn schema(value: Value) -> Arc<JsonObject> {
 }
 
 /// Refuses a text the tool-use environment would read as protocol markup.
-pub(super) fn no_markup(field: &'static str, text: &str) -> Result<(), ToolError> {
+fn no_markup(field: &'static str, text: &str) -> Result<(), ToolError> {
     match crate::env::protocol_marker(text) {
         Some(marker) => Err(ToolError::ProtocolText { field, marker }),
         None => Ok(()),

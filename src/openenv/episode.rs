@@ -159,10 +159,7 @@ fn text_arg(tool: &str, args: &Map<String, Value>, field: &str) -> Result<String
             "{field} has {chars} characters; at most {MAX_TEXT_CHARS}"
         )));
     }
-    if let Some(marker) = crate::env::PROTOCOL_MARKERS
-        .iter()
-        .find(|m| value.contains(*m))
-    {
+    if let Some(marker) = crate::env::protocol_marker(value) {
         return Err(bad(format!("{field} must not contain {marker}")));
     }
     Ok(value.clone())

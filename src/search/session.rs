@@ -50,6 +50,14 @@ fn plain(field: &'static str, text: &str) -> crate::Result<()> {
     }
 }
 
+/// The text a step appended to the conversation (its observations, concatenated).
+fn observed(step: &Step) -> String {
+    step.observations
+        .iter()
+        .map(crate::llm::ChatMessage::content_str)
+        .collect()
+}
+
 /// A scored search episode over tool calls.
 pub struct SearchSession {
     env: SearchEnv,
@@ -161,11 +169,7 @@ impl SearchSession {
         if step.done {
             return Ok(self.ended(step));
         }
-        let text: String = step
-            .observations
-            .iter()
-            .map(crate::llm::ChatMessage::content_str)
-            .collect();
+        let text = observed(&step);
         if step.metadata.contains_key("reason") {
             return Ok(self.capped(Reply::Invalid { text }));
         }
@@ -192,11 +196,7 @@ impl SearchSession {
         if step.done {
             return Ok(self.ended(step));
         }
-        let text = step
-            .observations
-            .iter()
-            .map(crate::llm::ChatMessage::content_str)
-            .collect();
+        let text = observed(&step);
         Ok(self.capped(Reply::Invalid { text }))
     }
 }

@@ -126,24 +126,8 @@ impl SimulationConfig {
         if self.model.trim().is_empty() {
             return Err(config_error("model must not be empty"));
         }
-        if !(1..=1024).contains(&self.max_concurrency) {
-            return Err(config_error(format!(
-                "max_concurrency {} must be 1-1024",
-                self.max_concurrency
-            )));
-        }
-        if !(self.timeout_s > 0.0 && self.timeout_s <= 3600.0) {
-            return Err(config_error(format!(
-                "timeout_s {} must be in (0, 3600]",
-                self.timeout_s
-            )));
-        }
-        if self.max_retries > 16 {
-            return Err(config_error(format!(
-                "max_retries {} must be at most 16",
-                self.max_retries
-            )));
-        }
+        // The client's bounds (concurrency, timeout, retries) are the one client configuration's.
+        self.client_config().validate()?;
         if !(0.0..=2.0).contains(&self.temperature) {
             return Err(config_error(format!(
                 "temperature {} must be in [0, 2]",
@@ -227,13 +211,9 @@ impl Simulation {
     ) -> Result<Self, SimError> {
         config.check(config.uses_llm() || inner.is_some())?;
         let backend = match &config.dir {
-            Some(dir) if config.uses_llm() || inner.is_some() => {
-                let cache = config
-                    .cache
-                    .clone()
-                    .unwrap_or_else(|| dir.join("llm-cache"));
-                Some(recorded(inner, &cache, config.replay_only))
-            }
+            Some(_) if config.uses_llm() || inner.is_some() => config
+                .cache_dir()
+                .map(|cache| recorded(inner, &cache, config.replay_only)),
             _ => None,
         };
         Ok(Simulation {
