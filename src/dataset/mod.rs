@@ -24,7 +24,7 @@ use std::path::Path;
 
 /// Version of the generated data: bumped whenever the same seed and config produce different
 /// bytes (see CHANGELOG.md, "Reproducibility").
-pub const DATASET_VERSION: &str = "rulegym-universe-v3";
+pub const DATASET_VERSION: &str = "rulegym-universe-v4";
 
 /// The search index `rulegym generate` writes into a dataset directory: the built-in encoder
 /// over `articles.jsonl` (what `rulegym index --corpus DIR/articles.jsonl` builds), the index

@@ -43,10 +43,10 @@ impl Family {
     /// Versioned id, bumped whenever the family's output for a fixed seed changes.
     pub fn version_id(self) -> &'static str {
         match self {
-            Family::Base => "phantomwiki-base-v2",
-            Family::Hops => "family-hops-v2",
-            Family::HopsConstraints => "family-hops-constraints-v2",
-            Family::HopsComparisons => "family-hops-comparisons-v2",
+            Family::Base => "phantomwiki-base-v3",
+            Family::Hops => "family-hops-v3",
+            Family::HopsConstraints => "family-hops-constraints-v3",
+            Family::HopsComparisons => "family-hops-comparisons-v3",
         }
     }
 }

@@ -27,7 +27,7 @@ mod record;
 mod report;
 mod verify;
 
-pub use certify::{Certificate, Certify};
+pub use certify::{Anchors, Certificate, Certify};
 pub use config::{QuestionConfig, Solvability};
 pub use degenerate::Degeneracy;
 pub use family::{Comparison, Family};
@@ -36,5 +36,5 @@ pub use proposals::{Proposals, check_shard, propose_all};
 pub use query::{Anchor, Attr, Chain, ChainStep, Query, QueryError};
 pub use record::{Question, QuestionKind, Split, difficulty};
 pub use report::{CellReport, GenerationReport};
-pub use sample::{AnchorStrategy, Sampler};
+pub use sample::{AnchorStrategy, Sampler, WalkLimits};
 pub use verify::{generate, verify};

@@ -86,12 +86,17 @@ pub fn propose_all(
     }
     let mut report = GenerationReport::default();
     let mut all = Vec::new();
-    // Under strict certificates an anchor denoting more people than one search returns can
-    // never be solvable: walks give it up at once.
-    let max_anchor_set = if certifier.is_some() && !config.keep_unsolvable {
-        config.solvability.top_k
-    } else {
-        usize::MAX
+    // Under strict certificates a walk gives up as soon as only unsolvable questions can come
+    // of it: an anchor denoting more people than one search returns, a chain whose proof is
+    // already over the turn cap; and walks that start at the anchor draw it among the
+    // retrievable ones.
+    let limits = match certifier {
+        Some(c) if !config.keep_unsolvable => sample::WalkLimits {
+            max_anchor_set: config.solvability.top_k,
+            max_searches: config.solvability.max_turns.saturating_sub(1),
+            anchors: c.anchors(),
+        },
+        _ => sample::WalkLimits::NONE,
     };
     for &family in &config.families {
         let mut questions = Vec::new();
@@ -107,25 +112,20 @@ pub fn propose_all(
                 let before = counts.rejections();
                 let mut accepted = None;
                 for _ in 0..config.max_attempts {
-                    let p = match propose(
-                        universe,
-                        config,
-                        family,
-                        &slots,
-                        index,
-                        max_anchor_set,
-                        &mut rng,
-                    ) {
-                        Ok(p) => p,
-                        Err(sample::WalkEnd::DeadEnd) => {
-                            counts.dead_ends += 1;
-                            continue;
-                        }
-                        Err(sample::WalkEnd::AnchorTooCommon) => {
-                            counts.unsolvable += 1;
-                            continue;
-                        }
-                    };
+                    let p =
+                        match propose(universe, config, family, &slots, index, &limits, &mut rng) {
+                            Ok(p) => p,
+                            Err(sample::WalkEnd::DeadEnd) => {
+                                counts.dead_ends += 1;
+                                continue;
+                            }
+                            Err(
+                                sample::WalkEnd::AnchorTooCommon | sample::WalkEnd::TooManySearches,
+                            ) => {
+                                counts.unsolvable += 1;
+                                continue;
+                            }
+                        };
                     let text = text::question_text(&p.query);
                     if seen.contains(&text) {
                         counts.duplicates += 1;

@@ -19,29 +19,22 @@ pub(super) struct Proposal {
     pub(super) cell: String,
 }
 
-/// One proposal for a slot; anchors denoting more than `max_anchor_set` people are given up.
+/// One proposal for a slot, its walks within `limits`.
 pub(super) fn propose<R: Rng>(
     u: &Universe,
     config: &QuestionConfig,
     family: Family,
     slots: &Slots,
     index: u64,
-    max_anchor_set: usize,
+    limits: &sample::WalkLimits,
     rng: &mut R,
 ) -> Result<Proposal, sample::WalkEnd> {
     let dead = sample::WalkEnd::DeadEnd;
     match *slots {
         Slots::Template(t) => {
             let by_attribute = t.anchor == AnchorKind::Attribute;
-            let (chain, _) = sample::backward_walk(
-                u,
-                config.easy_mode,
-                t.hops,
-                by_attribute,
-                max_anchor_set,
-                1,
-                rng,
-            )?;
+            let (chain, _) =
+                sample::backward_walk(u, config.easy_mode, t.hops, by_attribute, limits, 1, rng)?;
             let query = match t.ask {
                 Ask::Who => Query::Who(chain),
                 Ask::What => {
@@ -74,9 +67,8 @@ pub(super) fn propose<R: Rng>(
                     filters,
                     anchor_slot: config.anchor.slot(hops, index, rng),
                     by_attribute: rng.random_bool(0.5),
-                    max_anchor_set,
                 };
-                sample::bidirectional_walk(u, config.easy_mode, config.sampler, shape, rng)
+                sample::bidirectional_walk(u, config.easy_mode, config.sampler, shape, limits, rng)
             };
             let (query, anchor_position) = if comparison {
                 // Round-robin by slot, so rejections do not tilt the mix towards easy shapes.

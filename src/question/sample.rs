@@ -14,6 +14,7 @@
 //! would be a question that names its own answer). Walks only propose; answers always come
 //! from the engine.
 
+use super::certify::Anchors;
 use super::query::{Anchor, Attr, Chain, ChainStep};
 use crate::relations::{Relation, relations};
 use crate::universe::{PersonId, Universe};
@@ -197,39 +198,120 @@ pub enum WalkEnd {
     /// No unvisited person satisfies an admissible relation.
     DeadEnd,
     /// The chain's anchor denotes more people than `max_anchor_set` (a question anchored there
-    /// cannot be solvable: one search cannot retrieve them all).
+    /// cannot be solvable: one search cannot retrieve them all), or no anchor is retrievable.
     AnchorTooCommon,
+    /// The chain so far already needs more searches than `max_searches`: its proof reads every
+    /// set a hop starts from, so any question built on it is over the turn cap.
+    TooManySearches,
 }
 
-/// PhantomWiki's walk: `hops` steps from a random person, uniform over (relation, relative)
-/// pairs, among the relations whose step keeps the chain from passing anyone twice
-/// (set-at-a-time, see `Reached`), from an anchor that denotes at most `max_anchor_set`
-/// people; the reason of the last failure after `attempts` failed walks. Returns the chain and
-/// the people walked through.
+/// What a walk gives up on early, because only unsolvable questions could come of it (the
+/// certificates would reject them afterwards, so giving up sooner changes nothing but time).
+#[derive(Debug, Clone, Copy)]
+pub struct WalkLimits<'a> {
+    /// Give up on anchors that denote more people than this.
+    pub max_anchor_set: usize,
+    /// Give up on chains whose proof already needs more searches than this (an attribute
+    /// anchor's search, and every person a hop starts from; chains with filters are never
+    /// given up on, as a filter shrinks the sets the proof reads).
+    pub max_searches: usize,
+    /// Draw the start of walks that begin at the anchor among these.
+    pub anchors: Option<&'a Anchors>,
+}
+
+impl WalkLimits<'_> {
+    /// No limits: every walk runs to its end.
+    pub const NONE: WalkLimits<'static> = WalkLimits {
+        max_anchor_set: usize::MAX,
+        max_searches: usize::MAX,
+        anchors: None,
+    };
+
+    /// A start person and its anchor: uniform over the retrievable anchors when known,
+    /// otherwise a uniform person and [`anchor_for`].
+    fn start(
+        &self,
+        u: &Universe,
+        by_attribute: bool,
+        rng: &mut impl Rng,
+    ) -> Result<(PersonId, Anchor), WalkEnd> {
+        match self.anchors {
+            Some(pool) => pool
+                .draw(u, by_attribute, rng)
+                .ok_or(WalkEnd::AnchorTooCommon),
+            None => {
+                let start = rng.random_range(0..u.people.len()) as PersonId;
+                Ok((start, anchor_for(u, start, by_attribute, rng)))
+            }
+        }
+    }
+}
+
+/// Counts the searches a chain's proof needs at least, hop by hop (see
+/// [`WalkLimits::max_searches`]).
+struct SearchCount {
+    searches: usize,
+    limit: usize,
+}
+
+impl SearchCount {
+    fn new(anchor: &Anchor, limit: usize) -> SearchCount {
+        SearchCount {
+            searches: usize::from(matches!(anchor, Anchor::Attribute { .. })),
+            limit,
+        }
+    }
+
+    /// A hop from `set`, which the proof reads; `Err` past the limit.
+    fn hop(&mut self, set: &[PersonId]) -> Result<(), WalkEnd> {
+        self.searches += set.len();
+        if self.searches > self.limit {
+            Err(WalkEnd::TooManySearches)
+        } else {
+            Ok(())
+        }
+    }
+}
+
+/// PhantomWiki's walk: `hops` steps from a random person (or a random retrievable anchor, see
+/// [`WalkLimits`]), uniform over (relation, relative) pairs, among the relations whose step
+/// keeps the chain from passing anyone twice (set-at-a-time, see `Reached`), within `limits`;
+/// the reason of the last failure after `attempts` failed walks. Returns the chain and the
+/// people walked through.
 pub fn backward_walk(
     u: &Universe,
     easy_mode: bool,
     hops: usize,
     by_attribute: bool,
-    max_anchor_set: usize,
+    limits: &WalkLimits,
     attempts: usize,
     rng: &mut impl Rng,
 ) -> Result<(Chain, Vec<PersonId>), WalkEnd> {
     let mode: Vec<&Relation> = relations(easy_mode).collect();
     let mut end = WalkEnd::DeadEnd;
     'attempt: for _ in 0..attempts {
-        let start = rng.random_range(0..u.people.len()) as PersonId;
-        let anchor = anchor_for(u, start, by_attribute, rng);
+        let (start, anchor) = match limits.start(u, by_attribute, rng) {
+            Ok(s) => s,
+            Err(e) => {
+                end = e;
+                continue 'attempt;
+            }
+        };
         let first = anchor_set(u, &anchor, start);
-        if first.len() > max_anchor_set {
+        if first.len() > limits.max_anchor_set {
             end = WalkEnd::AnchorTooCommon;
             continue 'attempt;
         }
         end = WalkEnd::DeadEnd;
+        let mut count = SearchCount::new(&anchor, limits.max_searches);
         let mut reached = Reached::new(u, first);
         let mut path = vec![start];
         let mut steps = Vec::with_capacity(hops);
         for _ in 0..hops {
+            if let Err(e) = count.hop(&reached.last) {
+                end = e;
+                continue 'attempt;
+            }
             let current = *path.last().expect("non-empty");
             let mut pairs: Vec<(&'static Relation, PersonId)> = mode
                 .iter()
@@ -368,8 +450,6 @@ pub struct WalkShape {
     /// Anchor the chain on one of slot 0's attributes ("the person whose hobby is chess")
     /// instead of its name.
     pub by_attribute: bool,
-    /// Give up on anchors that denote more people than this.
-    pub max_anchor_set: usize,
 }
 
 /// Bidirectional anchor sampling of a chain of `shape`; on failure the caller counts a
@@ -379,6 +459,7 @@ pub fn bidirectional_walk(
     easy_mode: bool,
     sampler: Sampler,
     shape: WalkShape,
+    limits: &WalkLimits,
     rng: &mut impl Rng,
 ) -> Result<Walk, WalkEnd> {
     let WalkShape {
@@ -386,14 +467,25 @@ pub fn bidirectional_walk(
         filters,
         anchor_slot,
         by_attribute,
-        max_anchor_set,
     } = shape;
     let dead = WalkEnd::DeadEnd;
     let mode: Vec<&'static Relation> = relations(easy_mode).collect();
-    let (anchor, people, rels) = if hops >= BEAM_FROM_HOPS {
-        beam(u, &mode, hops, by_attribute, max_anchor_set, rng)?
+    // Filters shrink the sets the proof reads, so only filterless chains are counted.
+    let max_searches = if filters == 0 {
+        limits.max_searches
     } else {
-        let middle = rng.random_range(0..u.people.len()) as PersonId;
+        usize::MAX
+    };
+    let (anchor, people, rels) = if hops >= BEAM_FROM_HOPS {
+        beam(u, &mode, hops, by_attribute, limits, rng)?
+    } else {
+        // A walk that starts at the anchor draws it like a backward walk.
+        let (middle, start_anchor) = if anchor_slot == 0 {
+            let (p, anchor) = limits.start(u, by_attribute, rng)?;
+            (p, Some(anchor))
+        } else {
+            (rng.random_range(0..u.people.len()) as PersonId, None)
+        };
         let mut visited = vec![middle];
         let mut backward = vec![];
         let mut p = middle;
@@ -408,18 +500,24 @@ pub fn bidirectional_walk(
         people.push(middle);
         // The anchor is known now: replay the backward part set-at-a-time from it (a dead end
         // if it already passes someone twice), then extend forward keeping the sets apart.
-        let anchor = anchor_for(u, people[0], by_attribute, rng);
+        let anchor = match start_anchor {
+            Some(anchor) => anchor,
+            None => anchor_for(u, people[0], by_attribute, rng),
+        };
         let first = anchor_set(u, &anchor, people[0]);
-        if first.len() > max_anchor_set {
+        if first.len() > limits.max_anchor_set {
             return Err(WalkEnd::AnchorTooCommon);
         }
+        let mut count = SearchCount::new(&anchor, max_searches);
         let mut reached = Reached::new(u, first);
         for r in &rels {
+            count.hop(&reached.last)?;
             let image = reached.image(u, r).ok_or(dead)?;
             reached.push(image);
         }
         let mut p = middle;
         for _ in anchor_slot..hops {
+            count.hop(&reached.last)?;
             let (r, y) =
                 random_step(u, &mode, p, Some(&reached), &visited, sampler, rng).ok_or(dead)?;
             let image = reached.image(u, r).expect("random_step checked the image");
@@ -465,7 +563,7 @@ pub fn bidirectional_walk(
     })
 }
 
-/// Beam over chain prefixes from a random person, ranked by the size of the set the prefix
+/// Beam over chain prefixes from a random person (or retrievable anchor), ranked by the size of the set the prefix
 /// reaches (smallest first, so long chains stay answerable by one person); returns one path of
 /// a prefix that ends at a single person. Witness paths never revisit a person.
 fn beam(
@@ -473,13 +571,12 @@ fn beam(
     mode: &[&'static Relation],
     hops: usize,
     by_attribute: bool,
-    max_anchor_set: usize,
+    limits: &WalkLimits,
     rng: &mut impl Rng,
 ) -> Result<(Anchor, Vec<PersonId>, Vec<&'static Relation>), WalkEnd> {
-    let start = rng.random_range(0..u.people.len()) as PersonId;
-    let anchor = anchor_for(u, start, by_attribute, rng);
+    let (start, anchor) = limits.start(u, by_attribute, rng)?;
     let first = anchor_set(u, &anchor, start);
-    if first.len() > max_anchor_set {
+    if first.len() > limits.max_anchor_set {
         return Err(WalkEnd::AnchorTooCommon);
     }
     // (relations, last slot's set, everyone reached, one witness path)

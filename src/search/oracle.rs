@@ -6,7 +6,7 @@ use super::{Retriever, SearchEnv, SearchEnvConfig, SearchTask};
 use crate::env::Environment;
 use crate::llm::{ChatMessage, Role};
 use crate::question::{
-    Anchor, Attr, Certificate, Certify, Chain, ChainStep, Query, Question, Solvability,
+    Anchor, Anchors, Attr, Certificate, Certify, Chain, ChainStep, Query, Question, Solvability,
 };
 use crate::relations::relation;
 use crate::retrieval::SearchIndex;
@@ -194,6 +194,8 @@ pub struct Certifier<'a> {
     names: Vec<bool>,
     /// Attribute search text -> it retrieves every holder (values with at most k holders).
     attributes: BTreeMap<String, bool>,
+    /// The anchors whose search retrieves what they denote, for the walks.
+    anchors: Anchors,
 }
 
 impl<'a> Certifier<'a> {
@@ -229,16 +231,33 @@ impl<'a> Certifier<'a> {
                 found.push(expected.iter().all(|p| ids.contains(&p.to_string())));
             }
         }
-        let attributes = holders
+        let attributes: BTreeMap<String, bool> = holders
             .into_keys()
             .zip(found.split_off(people.len()))
             .collect();
+        let mut anchors = Anchors {
+            names: people
+                .iter()
+                .copied()
+                .filter(|&p| found[p as usize])
+                .collect(),
+            attributes: Vec::new(),
+        };
+        for (p, person) in universe.people.iter().enumerate() {
+            for attribute in Attr::ALL {
+                let text = format!("{} {}", attribute.noun(), attribute.fact().value(person));
+                if attributes.get(&text).copied().unwrap_or(false) {
+                    anchors.attributes.push((p as PersonId, attribute));
+                }
+            }
+        }
         Ok(Certifier {
             universe,
             setting,
             score_mode: ScoreMode::Squad,
             names: found,
             attributes,
+            anchors,
         })
     }
 
@@ -308,6 +327,10 @@ impl Certify for Certifier<'_> {
             .all(|(text, people)| self.retrieves(text, people))
             && score(&oracle_answer(answers), answers, self.score_mode).f1 == 1.0;
         Ok((solvable || unsolvable_too).then(|| certificate(solvable, searches.len())))
+    }
+
+    fn anchors(&self) -> Option<&Anchors> {
+        Some(&self.anchors)
     }
 }
 

@@ -4,10 +4,12 @@
 
 use proptest::prelude::*;
 use rulegym::dataset::{self, BuildConfig};
+use rulegym::question::sample::{WalkEnd, WalkShape, backward_walk, bidirectional_walk};
 use rulegym::question::{
-    self, Anchor, Chain, Family, Query, QuestionConfig, QuestionKind, Sampler,
+    self, Anchor, Attr, Certify, Chain, Family, Query, QuestionConfig, QuestionKind, Sampler,
+    Solvability, WalkLimits,
 };
-use rulegym::search::oracle::replay;
+use rulegym::search::oracle::{Certifier, bounded_proof_plan, replay};
 use rulegym::search::{Retriever, SearchEnvConfig};
 use rulegym::universe::{PersonId, Universe, UniverseConfig};
 use std::sync::Arc;
@@ -155,6 +157,116 @@ fn certificates_equal_oracle_replays() {
         solvable > 50 && unsolvable > 10,
         "{solvable} / {unsolvable}"
     );
+}
+
+/// The anchors walks draw from are exactly those whose opening search (run here as the
+/// environment runs it, a dense top-k search of the dataset's own index) retrieves every person
+/// they denote: each person's name, each (person, attribute) whose value has at most k holders
+/// that the search all returns. Both kinds of miss occur, so the pool is a real restriction.
+#[test]
+fn walks_draw_anchors_among_exactly_the_retrievable_ones() {
+    let data = build(vec![Family::Base], 1, false);
+    let index = data.index.clone().unwrap();
+    let u = &data.universe;
+    let setting = Solvability::default();
+    let certifier = Certifier::new(u, &index, setting).unwrap();
+    let pool = certifier.anchors().unwrap();
+    let k = setting.top_k;
+    let retrieves = |text: &str, people: &[PersonId]| {
+        let hits = index.search(&[text], k).unwrap().remove(0);
+        let ids: Vec<&str> = hits
+            .iter()
+            .map(|h| index.docs()[h.index as usize].id.as_str())
+            .collect();
+        people.iter().all(|p| ids.contains(&p.to_string().as_str()))
+    };
+    let mut names = Vec::new();
+    let mut attributes = Vec::new();
+    for (p, person) in u.people.iter().enumerate() {
+        let p = p as PersonId;
+        if retrieves(&person.name, &[p]) {
+            names.push(p);
+        }
+        for attribute in Attr::ALL {
+            let value = attribute.fact().value(person);
+            let holders = u.holders(attribute.fact(), value);
+            if holders.len() <= k && retrieves(&format!("{} {value}", attribute.noun()), &holders) {
+                attributes.push((p, attribute));
+            }
+        }
+    }
+    assert_eq!(pool.names, names);
+    assert_eq!(pool.attributes, attributes);
+    assert!(!attributes.is_empty() && attributes.len() < 3 * u.people.len());
+    // Every draw is one of them, of the kind asked for.
+    let mut rng = rulegym::seed::stream(3, "anchor-pool", 0);
+    for by_attribute in [false, true] {
+        for _ in 0..200 {
+            let (p, anchor) = pool.draw(u, by_attribute, &mut rng).unwrap();
+            match anchor {
+                Anchor::Name(name) => {
+                    assert!(!by_attribute && names.contains(&p) && u.person(p).name == name)
+                }
+                Anchor::Attribute { attribute, value } => {
+                    assert!(by_attribute && attributes.contains(&(p, attribute)));
+                    assert_eq!(attribute.fact().value(u.person(p)), value);
+                }
+            }
+        }
+    }
+}
+
+/// A walk given up for needing too many searches is one whose every completion the
+/// certificate rejects: the same random stream, walked without the limit, either dead-ends or
+/// ends in a chain whose proof is over the cap; a walk the limit lets through is unchanged.
+#[test]
+fn walks_give_up_only_on_chains_over_the_turn_cap() {
+    let data = build(vec![Family::Base], 1, false);
+    let u = &data.universe;
+    let cap = Solvability::default().max_turns - 1;
+    let limited = WalkLimits {
+        max_searches: cap,
+        ..WalkLimits::NONE
+    };
+    let mut given_up = 0;
+    for i in 0..3000u64 {
+        let hops = 1 + (i % 6) as usize;
+        let by_attribute = i % 2 == 0;
+        let stream = || rulegym::seed::stream(11, "walk-limits", i);
+        let (limited, unlimited) = if i % 3 == 0 {
+            let walk = |limits: &WalkLimits| {
+                backward_walk(u, true, hops, by_attribute, limits, 1, &mut stream())
+                    .map(|(chain, _)| chain)
+            };
+            (walk(&limited), walk(&WalkLimits::NONE))
+        } else {
+            let shape = WalkShape {
+                hops: hops.min(5),
+                filters: 0,
+                anchor_slot: (i as usize / 3) % (hops.min(5) + 1),
+                by_attribute,
+            };
+            let walk = |limits: &WalkLimits| {
+                bidirectional_walk(u, true, Sampler::Uniform, shape, limits, &mut stream())
+                    .map(|w| w.chain)
+            };
+            (walk(&limited), walk(&WalkLimits::NONE))
+        };
+        match limited {
+            Err(WalkEnd::TooManySearches) => {
+                given_up += 1;
+                if let Ok(chain) = unlimited {
+                    let query = Query::Who(chain);
+                    assert!(
+                        bounded_proof_plan(u, &query, cap).is_none(),
+                        "{query:?} was given up but fits in {cap} searches"
+                    );
+                }
+            }
+            other => assert_eq!(other, unlimited),
+        }
+    }
+    assert!(given_up > 50, "only {given_up} walks were given up");
 }
 
 /// By default every family keeps only solvable questions, so the oracle answers all of them
