@@ -119,6 +119,15 @@ pub enum Error {
         /// Each failed seed with its error.
         failed: Vec<(u64, String)>,
     },
+    /// A forked copy of the engine verifying part of a build's questions failed
+    /// ([`crate::dataset::build()`] on Linux): its error as it reported it, or how it ended.
+    #[error("the forked verifier of questions {share} failed: {reason}")]
+    VerifierFailed {
+        /// Which questions it verified (its batches).
+        share: String,
+        /// The child's error, or its exit status or signal.
+        reason: String,
+    },
     /// The forked child building one universe of a batch failed ([`crate::dataset::batch`]):
     /// its error as the child reported it, or how the child ended when it reported none.
     #[error("the child process building universe {seed} failed: {reason}")]

@@ -17,7 +17,7 @@
 //! engine started once instead ([`Batch::zygote`]): the same bytes without
 //! the per-universe engine start.
 
-use super::build::{BuildConfig, Dataset, FactLoad, assemble};
+use super::build::{BuildConfig, Dataset, EngineLoad, assemble};
 use crate::engine::Engine;
 use crate::universe::Universe;
 use crate::{Error, Result};
@@ -392,19 +392,13 @@ impl<'a> Worker<'a> {
         self.loaded += size;
         // An engine that will not be reused takes the faster static consult (~40% less
         // than the dynamic one that replace_facts needs).
+        let engines = std::slice::from_ref(&engine);
         let load = if self.batch.engine_budget == 0 {
-            FactLoad::Consult
+            EngineLoad::Consult(engines)
         } else {
-            FactLoad::Replace
+            EngineLoad::Replace(engines)
         };
-        let result = assemble(
-            &config,
-            universe,
-            facts,
-            std::slice::from_ref(&engine),
-            load,
-            &mut |_| {},
-        );
+        let result = assemble(&config, universe, facts, load, &mut |_| {});
         // An engine that failed may be in any state: the next universe gets a fresh one.
         if result.is_ok() {
             self.engine = Some(engine);

@@ -4,7 +4,7 @@
 //! and the benches all call [`build`].
 
 use crate::corpus::{self, Article};
-use crate::engine::{Engine, FACT_PREDICATES, Term, Var};
+use crate::engine::{Engine, EngineError, FACT_PREDICATES, Term, Var};
 use crate::question::{self, GenerationReport, Question, QuestionConfig};
 use crate::retrieval::{Document, EncoderChoice, IndexKind, SearchIndex};
 use crate::search::oracle::Certifier;
@@ -20,7 +20,8 @@ pub struct BuildConfig {
     pub universe: UniverseConfig,
     /// The questions; `None` builds the universe, its engine load and its articles only.
     pub questions: Option<QuestionConfig>,
-    /// Prolog engines verifying questions in parallel (0: one per core, at most 2).
+    /// Prolog engines verifying questions in parallel (0: one per core, at most 2); on Linux
+    /// the second and later are forked copies of the first once it holds the facts.
     pub engines: usize,
     /// Keep only shard `.0` of `.1` of the questions (see [`question::Proposals::into_shard`]);
     /// `(0, 1)` keeps all of them.
@@ -143,71 +144,101 @@ pub fn build_observed(
     observe: &mut dyn FnMut(BuildEvent),
 ) -> Result<Dataset> {
     config.validate()?;
-    // Verification and the consult (~25 us per clause) are the critical path, so two engines
+    // Verification and the consult (~35 us per clause) are the critical path, so two verifiers
     // (one per core) halve the verification even for small sets: at 1,036 people and 380
-    // questions the second core is otherwise idle.
+    // questions the second core is otherwise idle. On Linux the second is a forked copy of the
+    // first once it holds the facts (a fork instead of a second engine start and consult).
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
-    let engine_count = match config.engines {
+    let verifiers = match config.engines {
         0 => cores.clamp(1, 2),
         n => n.min(16),
     };
-    let starting: Vec<_> = (0..engine_count)
+    let (started, forks) = if cfg!(target_os = "linux") {
+        (1, verifiers - 1)
+    } else {
+        (verifiers, 0)
+    };
+    // The engines start while the universe is generated, and load its facts while the
+    // articles render, the index is built and the questions are sampled.
+    let starting: Vec<_> = (0..started)
         .map(|_| std::thread::spawn(Engine::new))
         .collect();
     let done = stage(BuildStage::Universe, observe);
     let universe = Universe::generate(&config.universe)?;
     done(observe);
-    let engines = starting
-        .into_iter()
-        .map(|s| {
-            s.join()
-                .map_err(|_| Error::ThreadPanicked("engine start"))?
-                .map_err(Error::from)
-        })
-        .collect::<Result<Vec<Engine>>>()?;
     let facts = universe.facts();
     assemble(
         config,
         universe,
         facts,
-        &engines,
-        FactLoad::Consult,
+        EngineLoad::Starting {
+            engines: starting,
+            forks,
+        },
         observe,
     )
 }
 
-/// How [`assemble`] puts a universe's facts into its engines.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum FactLoad {
-    /// Fresh engines: a static consult (the fastest load).
-    Consult,
+/// Where [`assemble`] gets its engines and how it puts a universe's facts into them.
+pub(crate) enum EngineLoad<'a> {
+    /// Engines starting on their own threads: each consults the facts once started; `forks`
+    /// more verifiers are forked from the first once it holds them (Linux).
+    Starting {
+        /// The engine starts.
+        engines: Vec<std::thread::JoinHandle<std::result::Result<Engine, EngineError>>>,
+        /// Forked copies of the first engine that verify besides it.
+        forks: usize,
+    },
+    /// Fresh engines (a zygote's forked copy): a static consult (the fastest load).
+    Consult(&'a [Engine]),
     /// Warm engines that held other universes: [`Engine::replace_facts`].
-    Replace,
+    Replace(&'a [Engine]),
 }
 
-/// Everything after the universe: the facts load into `engines` while the articles render, the
-/// index is built and the questions are sampled; then the engines verify the questions.
+/// Everything after the universe: the facts load into the engines while the articles render,
+/// the index is built and the questions are sampled; then the engines verify the questions.
 /// `config` is already validated.
 pub(crate) fn assemble(
     config: &BuildConfig,
     universe: Universe,
     facts: String,
-    engines: &[Engine],
-    load: FactLoad,
+    load: EngineLoad<'_>,
     observe: &mut dyn FnMut(BuildEvent),
 ) -> Result<Dataset> {
     let (shard, shards) = config.shard;
     let done = stage(BuildStage::LoadAndSample, observe);
-    let (articles, index, proposals) = std::thread::scope(|scope| {
-        let loading: Vec<_> = engines
-            .iter()
-            .map(|engine| {
-                scope.spawn(|| match load {
-                    FactLoad::Consult => engine.consult("facts", &facts),
-                    FactLoad::Replace => engine.replace_facts(&facts),
+    let (borrowed, forks): (&[Engine], usize) = match &load {
+        EngineLoad::Starting { forks, .. } => (&[], *forks),
+        EngineLoad::Consult(engines) | EngineLoad::Replace(engines) => (engines, 0),
+    };
+    let (articles, index, proposals, started) = std::thread::scope(|scope| {
+        let facts = &facts;
+        let loading: Vec<_> = match load {
+            EngineLoad::Starting { engines, .. } => engines
+                .into_iter()
+                .map(|start| {
+                    scope.spawn(move || {
+                        let engine = start
+                            .join()
+                            .map_err(|_| Error::ThreadPanicked("engine start"))??;
+                        engine.consult("facts", facts)?;
+                        Ok::<_, Error>(Some(engine))
+                    })
                 })
-            })
-            .collect();
+                .collect(),
+            EngineLoad::Consult(engines) => engines
+                .iter()
+                .map(|engine| {
+                    scope.spawn(move || Ok(engine.consult("facts", facts).map(|()| None)?))
+                })
+                .collect(),
+            EngineLoad::Replace(engines) => engines
+                .iter()
+                .map(|engine| {
+                    scope.spawn(move || Ok(engine.replace_facts(facts).map(|()| None)?))
+                })
+                .collect(),
+        };
         let articles = corpus::articles(&universe);
         let sampled = (|| {
             let Some(q) = &config.questions else {
@@ -219,19 +250,29 @@ pub(crate) fn assemble(
                 question::propose_all(&universe, q, Some(&certifier))?.into_shard(shard, shards)?;
             Ok::<_, Error>((Some(std::sync::Arc::new(index)), Some(proposals)))
         })();
+        let mut started = Vec::new();
         for l in loading {
-            l.join()
-                .map_err(|_| Error::ThreadPanicked("engine load"))??;
+            if let Some(engine) = l
+                .join()
+                .map_err(|_| Error::ThreadPanicked("engine load"))??
+            {
+                started.push(engine);
+            }
         }
         let (index, proposals) = sampled?;
-        Ok::<_, Error>((articles, index, proposals))
+        Ok::<_, Error>((articles, index, proposals, started))
     })?;
     done(observe);
+    let engines = if started.is_empty() {
+        borrowed
+    } else {
+        &started[..]
+    };
     check_loaded(&engines[0], &universe, &facts)?;
     let (questions, report) = match proposals {
         Some(proposals) => {
             let done = stage(BuildStage::Verify, observe);
-            let verified = question::verify(engines, proposals)?;
+            let verified = verify(engines, forks, proposals)?;
             done(observe);
             verified
         }
@@ -246,6 +287,20 @@ pub(crate) fn assemble(
         report,
         with_questions: config.questions.is_some(),
     })
+}
+
+/// Phase 2 on `engines`, and on `forks` forked copies of the first (Linux).
+fn verify(
+    engines: &[Engine],
+    forks: usize,
+    proposals: question::Proposals,
+) -> Result<(Vec<Question>, GenerationReport)> {
+    #[cfg(target_os = "linux")]
+    if forks > 0 {
+        return question::verify_forked(&engines[0], forks, proposals);
+    }
+    let _ = forks;
+    question::verify(engines, proposals)
 }
 
 /// The built-in-encoder flat index over `articles`, document `i` being person `i`'s article as

@@ -12,13 +12,12 @@
 //! half-written dataset.
 
 use super::batch::{Batch, BatchEvent, EngineSource, Finished};
-use super::build::{FactLoad, assemble};
-use crate::engine::Engine;
+use super::build::{EngineLoad, assemble};
+use crate::engine::{Engine, child};
 use crate::universe::Universe;
 use crate::{Error, Result};
-use std::fs::File;
 use std::io::{Read, Write};
-use std::os::fd::{AsRawFd, FromRawFd};
+use std::os::fd::AsRawFd;
 use std::path::Path;
 use std::time::Instant;
 
@@ -27,10 +26,8 @@ const MAX_REPORT: usize = 64 << 10;
 
 /// One running child.
 struct Child {
-    pid: libc::pid_t,
+    child: child::Child,
     seed: u64,
-    /// The read end of the child's report pipe.
-    report: File,
     received: Vec<u8>,
     start: Instant,
 }
@@ -86,19 +83,9 @@ fn spawn(
     overwrite: bool,
     threads: usize,
 ) -> Result<Child> {
-    let mut fds = [0 as libc::c_int; 2];
-    // SAFETY: pipe2 writes two descriptors into the array it is given.
-    if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
-        return Err(crate::io::io_error("creating a pipe for a forked child")(
-            std::io::Error::last_os_error(),
-        ));
-    }
-    // SAFETY: both descriptors are new and owned by nothing else.
-    let (report, mut write) = unsafe { (File::from_raw_fd(fds[0]), File::from_raw_fd(fds[1])) };
     let config = batch.config_for(seed);
     let dir = Batch::dir(out, seed);
-    // Runs in the child. The parent drops it (closing its copy of the write end) once forked.
-    let job = Box::new(move |engine: Engine| {
+    let job = move |engine: Engine, mut write: std::fs::File| {
         let line = match build_in_child(&config, &engine, &dir, overwrite, threads) {
             Ok((people, questions)) => format!("ok {people} {questions}"),
             Err(error) => format!("error {error}"),
@@ -107,15 +94,14 @@ fn spawn(
             Ok(()) => 0,
             Err(_) => 3,
         }
-    });
+    };
     let start = Instant::now();
     // SAFETY: the child builds its own rayon pool, does not log or print, and reports through
     // the pipe only (`Engine::fork`'s contract).
-    let pid = unsafe { zygote.fork(job) }?;
+    let child = unsafe { child::spawn(zygote, job) }?;
     Ok(Child {
-        pid,
+        child,
         seed,
-        report,
         received: Vec::new(),
         start,
     })
@@ -141,8 +127,7 @@ fn build_in_child(
             config,
             universe,
             facts,
-            std::slice::from_ref(engine),
-            FactLoad::Consult,
+            EngineLoad::Consult(std::slice::from_ref(engine)),
             &mut |_| {},
         )?;
         data.write(dir, overwrite)?;
@@ -158,7 +143,7 @@ fn next_finished(running: &mut Vec<Child>) -> Result<Child> {
         let mut polled: Vec<libc::pollfd> = running
             .iter()
             .map(|c| libc::pollfd {
-                fd: c.report.as_raw_fd(),
+                fd: c.child.report.as_raw_fd(),
                 events: libc::POLLIN,
                 revents: 0,
             })
@@ -177,7 +162,7 @@ fn next_finished(running: &mut Vec<Child>) -> Result<Child> {
                 continue;
             }
             let child = &mut running[i];
-            match child.report.read(&mut buffer) {
+            match child.child.report.read(&mut buffer) {
                 Ok(0) => return Ok(running.swap_remove(i)),
                 Ok(n) => {
                     let room = MAX_REPORT.saturating_sub(child.received.len());
@@ -192,14 +177,7 @@ fn next_finished(running: &mut Vec<Child>) -> Result<Child> {
 
 /// Reaps a child whose pipe closed and turns its report and exit status into its outcome.
 fn finish(child: Child, out: &Path) -> Result<Finished> {
-    let mut status: libc::c_int = 0;
-    // SAFETY: waits for our own child; `status` is a valid out-pointer.
-    let reaped = loop {
-        let rc = unsafe { libc::waitpid(child.pid, &mut status, 0) };
-        if rc >= 0 || std::io::Error::last_os_error().kind() != std::io::ErrorKind::Interrupted {
-            break rc;
-        }
-    };
+    let exit = child.child.reap();
     let elapsed = child.start.elapsed();
     let failed = |reason: String| Error::ChildFailed {
         seed: child.seed,
@@ -209,24 +187,7 @@ fn finish(child: Child, out: &Path) -> Result<Finished> {
     if let Some(reason) = report.strip_prefix("error ") {
         return Err(failed(reason.to_owned()));
     }
-    let exit = if reaped < 0 {
-        Some(format!(
-            "could not be waited for: {}",
-            std::io::Error::last_os_error()
-        ))
-    } else if libc::WIFSIGNALED(status) {
-        Some(format!("killed by signal {}", libc::WTERMSIG(status)))
-    } else if libc::WIFEXITED(status) && libc::WEXITSTATUS(status) != 0 {
-        Some(match libc::WEXITSTATUS(status) {
-            101 => "it panicked".to_owned(),
-            code => format!("it exited with status {code}"),
-        })
-    } else {
-        None
-    };
-    if let Some(reason) = exit {
-        return Err(failed(reason));
-    }
+    exit.map_err(failed)?;
     let counts: Option<(usize, usize)> = report.strip_prefix("ok ").and_then(|rest| {
         let (people, questions) = rest.split_once(' ')?;
         Some((people.parse().ok()?, questions.parse().ok()?))

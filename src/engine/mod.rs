@@ -7,6 +7,8 @@
 //! unknown predicate or panic inside scryer becomes an [`EngineError`], and the engine stays usable
 //! (after a panic the machine is rebuilt from the sources it had loaded).
 
+#[cfg(target_os = "linux")]
+pub(crate) mod child;
 mod term;
 
 pub use term::{ReadError, ReadLimits, Term, Value, Var, read_clause, read_term, write_atom};

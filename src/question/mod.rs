@@ -37,4 +37,6 @@ pub use query::{Anchor, Attr, Chain, ChainStep, Query, QueryError};
 pub use record::{Question, QuestionKind, Split, difficulty};
 pub use report::{CellReport, GenerationReport};
 pub use sample::{AnchorStrategy, Sampler, WalkLimits};
+#[cfg(target_os = "linux")]
+pub(crate) use verify::verify_forked;
 pub use verify::{generate, verify};

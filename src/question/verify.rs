@@ -1,6 +1,7 @@
 //! Phase 2 of generation: the engines' answers become the gold answers; and [`generate`], both
 //! phases on one engine.
 
+use super::query::Answers;
 use super::{
     Certify, GenerationReport, Proposals, Query, QueryError, Question, QuestionConfig, propose_all,
 };
@@ -20,6 +21,32 @@ pub fn generate(
         std::slice::from_ref(engine),
         propose_all(universe, config, certifier)?,
     )
+}
+
+/// Takes an engine's answers to `batch` as its gold, or fails on a disagreement with the
+/// native screen (a bug in the rule base or the evaluator: generation fails loudly rather than
+/// write a doubtful answer).
+fn take_gold(batch: &mut [Question], golds: Vec<Answers>) -> crate::Result<()> {
+    if golds.len() != batch.len() {
+        return Err(QueryError::Decode(format!(
+            "{} answers for a batch of {} questions",
+            golds.len(),
+            batch.len()
+        ))
+        .into());
+    }
+    for (q, gold) in batch.iter_mut().zip(golds) {
+        if gold != q.answers {
+            return Err(QueryError::OracleMismatch {
+                question: q.question.clone(),
+                engine: gold,
+                native: q.answers.clone(),
+            }
+            .into());
+        }
+        q.answers = gold;
+    }
+    Ok(())
 }
 
 /// Questions verified per engine call: large enough that scryer's fixed cost per query
@@ -57,18 +84,7 @@ pub fn verify(
                             return Ok(());
                         };
                         let plans: Vec<&Query> = batch.iter().map(|q| &q.plan).collect();
-                        let golds = Query::evaluate_batch(&plans, engine)?;
-                        for (q, gold) in batch.iter_mut().zip(golds) {
-                            if gold != q.answers {
-                                return Err(QueryError::OracleMismatch {
-                                    question: q.question.clone(),
-                                    engine: gold,
-                                    native: q.answers.clone(),
-                                }
-                                .into());
-                            }
-                            q.answers = gold;
-                        }
+                        take_gold(batch, Query::evaluate_batch(&plans, engine)?)?;
                     }
                 })
             })
@@ -80,4 +96,171 @@ pub fn verify(
     })?;
     report.accepted = questions.len();
     Ok((questions, report))
+}
+
+/// Phase 2 on `engine` and `forks` forked copies of it (Linux): each copy already holds the
+/// facts `engine` holds, for the cost of a fork instead of an engine start and a consult. The
+/// batches are dealt round-robin (the parent keeps every `forks + 1`-th from the first), each
+/// child reports its answers through a pipe, and every answer is checked and taken exactly as
+/// [`verify`] takes it; the order of the questions is unchanged.
+#[cfg(target_os = "linux")]
+pub(crate) fn verify_forked(
+    engine: &Engine,
+    forks: usize,
+    proposals: Proposals,
+) -> crate::Result<(Vec<Question>, GenerationReport)> {
+    use std::io::Write;
+    let batches = proposals.questions.len().div_ceil(VERIFY_BATCH);
+    let workers = (forks + 1).min(batches);
+    if workers <= 1 {
+        return verify(std::slice::from_ref(engine), proposals);
+    }
+    let Proposals {
+        mut questions,
+        mut report,
+    } = proposals;
+    let share = |w: usize| format!("{w} of every {workers} batches of {VERIFY_BATCH}");
+    let mut children = Vec::with_capacity(workers - 1);
+    for w in 1..workers {
+        let plans: Vec<Vec<Query>> = questions
+            .chunks(VERIFY_BATCH)
+            .skip(w)
+            .step_by(workers)
+            .map(|batch| batch.iter().map(|q| q.plan.clone()).collect())
+            .collect();
+        let job = move |engine: Engine, mut write: std::fs::File| {
+            let answers: Result<Vec<Vec<Answers>>, String> = plans
+                .iter()
+                .map(|batch| {
+                    let plans: Vec<&Query> = batch.iter().collect();
+                    Query::evaluate_batch(&plans, &engine).map_err(|e| e.to_string())
+                })
+                .collect();
+            match serde_json::to_vec(&answers) {
+                Ok(bytes) if write.write_all(&bytes).is_ok() => 0,
+                _ => 3,
+            }
+        };
+        // SAFETY: the job only queries its engine, serialises and writes to its pipe.
+        let child = unsafe { crate::engine::child::spawn(engine, job) }?;
+        children.push((w, child));
+    }
+    // The parent's share, while the children work on theirs.
+    let mut mine = Ok(());
+    for batch in questions.chunks_mut(VERIFY_BATCH).step_by(workers) {
+        let plans: Vec<&Query> = batch.iter().map(|q| &q.plan).collect();
+        mine = Query::evaluate_batch(&plans, engine).and_then(|golds| take_gold(batch, golds));
+        if mine.is_err() {
+            break;
+        }
+    }
+    // Every child is reaped, whatever happened to the others.
+    let reports: Vec<_> = children
+        .into_iter()
+        .map(|(w, child)| (w, child.finish()))
+        .collect();
+    mine?;
+    let mut chunks: Vec<&mut [Question]> = questions.chunks_mut(VERIFY_BATCH).collect();
+    for (w, received) in reports {
+        let failed = |reason: String| crate::Error::VerifierFailed {
+            share: share(w),
+            reason,
+        };
+        let answers: Result<Vec<Vec<Answers>>, String> =
+            serde_json::from_slice(&received.map_err(failed)?)
+                .map_err(|e| failed(format!("its report is not answers: {e}")))?;
+        let answers = answers.map_err(failed)?;
+        let mine: Vec<usize> = (w..chunks.len()).step_by(workers).collect();
+        if answers.len() != mine.len() {
+            return Err(failed(format!(
+                "{} batches answered of {}",
+                answers.len(),
+                mine.len()
+            )));
+        }
+        for (b, golds) in mine.into_iter().zip(answers) {
+            take_gold(&mut *chunks[b], golds)?;
+        }
+    }
+    report.accepted = questions.len();
+    Ok((questions, report))
+}
+
+#[cfg(all(test, target_os = "linux"))]
+mod tests {
+    use super::*;
+    use crate::question::{ChainStep, Family};
+    use crate::universe::UniverseConfig;
+
+    fn world() -> (Universe, Engine, Proposals) {
+        let universe = Universe::generate(&UniverseConfig {
+            num_family_trees: 8,
+            ..Default::default()
+        })
+        .unwrap();
+        let engine = Engine::with_facts(&universe.facts()).unwrap();
+        let config = QuestionConfig {
+            families: vec![Family::Base],
+            per_template: 2,
+            ..Default::default()
+        };
+        let proposals = propose_all(&universe, &config, None).unwrap();
+        assert!(proposals.questions.len() > 4 * VERIFY_BATCH);
+        (universe, engine, proposals)
+    }
+
+    /// Forked verifiers give exactly one engine's questions, in the same order.
+    #[test]
+    fn forked_verifiers_equal_one_engine() {
+        let (universe, engine, _) = world();
+        let config = QuestionConfig {
+            families: vec![Family::Base],
+            per_template: 2,
+            ..Default::default()
+        };
+        let proposals = || propose_all(&universe, &config, None).unwrap();
+        let one = verify(std::slice::from_ref(&engine), proposals()).unwrap();
+        for forks in [1, 2, 5] {
+            let forked = verify_forked(&engine, forks, proposals()).unwrap();
+            assert_eq!(
+                serde_json::to_string(&forked.0).unwrap(),
+                serde_json::to_string(&one.0).unwrap(),
+                "{forks} forks"
+            );
+            assert_eq!(forked.1.accepted, one.1.accepted);
+        }
+    }
+
+    /// A forked verifier's answers are checked like the parent's (a disagreement with the native
+    /// screen fails generation), and a verifier that fails is named with its share and reason;
+    /// the engine stays usable afterwards.
+    #[test]
+    fn forked_verifier_failures_are_named() {
+        let (_, engine, mut proposals) = world();
+        // Batch 1 belongs to the first fork (of two verifiers).
+        proposals.questions[VERIFY_BATCH].answers = vec!["Nobody Atall".to_owned()];
+        let err = verify_forked(&engine, 1, proposals).unwrap_err();
+        assert!(
+            matches!(err, crate::Error::Query(QueryError::OracleMismatch { .. })),
+            "{err}"
+        );
+        let (_, _, mut proposals) = world();
+        if let Query::Who(chain) | Query::What(chain, _) | Query::HowMany(chain, _) =
+            &mut proposals.questions[VERIFY_BATCH].plan
+        {
+            chain
+                .steps
+                .push(ChainStep::Hop("no_such_relation".to_owned()));
+        }
+        let err = verify_forked(&engine, 1, proposals).unwrap_err();
+        let message = err.to_string();
+        assert!(
+            matches!(err, crate::Error::VerifierFailed { .. })
+                && message.contains("1 of every 2 batches")
+                && message.contains("no_such_relation"),
+            "{message}"
+        );
+        let (_, _, proposals) = world();
+        assert!(verify_forked(&engine, 1, proposals).is_ok());
+    }
 }
