@@ -1,7 +1,8 @@
 //! Profile of `rulegym generate`'s stages, for the PhantomWiki comparison
 //! (scripts/compare-phantomwiki.sh): engine start, fact consult, sampling, and engine
-//! verification (one query per question, scryer's fixed per-query cost, and the questions in
-//! batches of 16 and 100 through `Query::evaluate_batch`, as `generate` verifies them).
+//! verification (one query per question, scryer's fixed per-query cost, what reading and
+//! compiling the goals alone costs, and the questions in batches of 16 and 100 through
+//! `Query::evaluate_batch`, as `generate` verifies them).
 //! `cargo run --release --example generate_profile -- TREES PER_TEMPLATE`.
 use rulegym::engine::{Engine, Term};
 use rulegym::question::{self, QuestionConfig};
@@ -84,6 +85,29 @@ fn main() -> rulegym::Result<()> {
     println!(
         "same number of `true` queries: {trivial:.3} s ({:.3} ms per query: scryer's fixed cost)",
         1e3 * trivial / questions.len() as f64
+    );
+    // What reading and compiling the goals costs: each batch of 16 goals behind a `true`
+    // branch that answers first (scryer compiles the whole query, runs only `true`).
+    let plans: Vec<&rulegym::question::Query> = questions.iter().map(|q| &q.plan).collect();
+    let mut chars = 0;
+    let t = Instant::now();
+    for chunk in plans.chunks(16) {
+        let goals = chunk
+            .iter()
+            .map(|q| q.goal().map(|(g, _)| g))
+            .collect::<Result<Vec<_>, _>>()?;
+        let goal = Term::compound(
+            "once",
+            [Term::compound(";", [Term::atom("true"), Term::and(goals)])],
+        );
+        chars += goal.render()?.len();
+        engine.query(&goal, &[])?;
+    }
+    let compiled = t.elapsed().as_secs_f64();
+    println!(
+        "reading and compiling the goals only, batches of 16: {compiled:.3} s ({:.3} ms per question, {:.0} characters per question)",
+        1e3 * compiled / questions.len() as f64,
+        chars as f64 / questions.len() as f64
     );
     for size in [16, 100] {
         let plans: Vec<&rulegym::question::Query> = questions.iter().map(|q| &q.plan).collect();
