@@ -25,6 +25,7 @@ pub const RULES: &[(&str, &str)] = &[
     ("friends", include_str!("../../prolog/friends.pl")),
     ("attributes", include_str!("../../prolog/attributes.pl")),
     ("hops", include_str!("../../prolog/hops.pl")),
+    ("queries", include_str!("../../prolog/queries.pl")),
 ];
 
 /// The predicates of a universe's stored facts (`prolog/prelude.pl`), as (name, arity): what

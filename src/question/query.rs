@@ -129,19 +129,19 @@ enum Born {
 }
 
 impl Born {
-    /// The prelude predicate comparing two one-person sets.
-    fn pair_predicate(self) -> &'static str {
+    /// The comparison's functor in a query as data (`prolog/queries.pl`).
+    fn pair_functor(self) -> &'static str {
         match self {
-            Born::First => "older_of",
-            Born::Last => "younger_of",
+            Born::First => "older",
+            Born::Last => "younger",
         }
     }
 
-    /// The prelude predicate of the superlative.
-    fn each_predicate(self) -> &'static str {
+    /// The superlative's functor in a query as data.
+    fn each_functor(self) -> &'static str {
         match self {
-            Born::First => "oldest_each",
-            Born::Last => "youngest_each",
+            Born::First => "oldest",
+            Born::Last => "youngest",
         }
     }
 
@@ -268,47 +268,30 @@ impl Chain {
         self.steps.len() - self.hops().count()
     }
 
-    /// Goals computing the chain's end set into the returned variable; `next` numbers variables.
-    fn goals(&self, next: &mut usize, goals: &mut Vec<Term>) -> Var {
-        let mut fresh = || {
-            *next += 1;
-            Var::numbered(*next)
+    /// The chain as data: `chain(Anchor, Steps)` (see `prolog/queries.pl`).
+    fn data(&self) -> Term {
+        let anchor = match &self.anchor {
+            Anchor::Name(name) => Term::compound("name", [Term::atom(name.as_str())]),
+            Anchor::Attribute { attribute, value } => Term::compound(
+                "attribute",
+                [Term::atom(attribute.inverse()), Term::atom(value.as_str())],
+            ),
         };
-        let mut set = fresh();
-        match &self.anchor {
-            Anchor::Name(name) => goals.push(Term::compound(
-                "=",
-                [Term::var(&set), Term::List(vec![Term::atom(name.as_str())])],
-            )),
-            Anchor::Attribute { attribute, value } => goals.push(Term::compound(
-                "hop_set",
-                [
-                    Term::atom(attribute.inverse()),
-                    Term::List(vec![Term::atom(value.as_str())]),
-                    Term::var(&set),
-                ],
-            )),
-        }
-        for step in &self.steps {
-            let out = fresh();
-            goals.push(match step {
-                ChainStep::Hop(r) => Term::compound(
-                    "hop_set",
-                    [Term::atom(r.as_str()), Term::var(&set), Term::var(&out)],
-                ),
+        let steps = self
+            .steps
+            .iter()
+            .map(|step| match step {
+                ChainStep::Hop(r) => Term::atom(r.as_str()),
                 ChainStep::Filter { attribute, value } => Term::compound(
-                    "filter_set",
+                    "filter",
                     [
                         Term::atom(attribute.predicate()),
                         Term::atom(value.as_str()),
-                        Term::var(&set),
-                        Term::var(&out),
                     ],
                 ),
-            });
-            set = out;
-        }
-        set
+            })
+            .collect();
+        Term::compound("chain", [anchor, Term::List(steps)])
     }
 
     /// The end set, natively: sorted person ids.
@@ -361,8 +344,9 @@ impl Query {
         }
     }
 
-    /// The set-at-a-time goal (see `hop_set/3` in `prolog/prelude.pl`) and its answer variable.
-    pub fn goal(&self) -> Result<(Term, Var), QueryError> {
+    /// The query as data (`prolog/queries.pl`), its relations checked: it names no variable,
+    /// so the engine reads it and compiles nothing.
+    fn data(&self) -> Result<Term, QueryError> {
         for chain in self.chains() {
             for r in chain.hops() {
                 rel(r)?;
@@ -371,47 +355,22 @@ impl Query {
         if let Some(r) = self.relation() {
             rel(r)?;
         }
-        let mut goals = Vec::new();
-        let mut next = 0;
-        let answer = Var::numbered(0);
-        match self {
-            Query::Who(chain) => {
-                let end = chain.goals(&mut next, &mut goals);
-                goals.push(Term::compound("=", [Term::var(&answer), Term::var(&end)]));
-            }
+        let with_relation = |functor: &str, chain: &Chain, r: &str| {
+            Term::compound(functor, [chain.data(), Term::atom(r)])
+        };
+        Ok(match self {
+            Query::Who(chain) => Term::compound("who", [chain.data()]),
             Query::What(chain, attribute) => {
-                let end = chain.goals(&mut next, &mut goals);
-                goals.push(Term::compound(
-                    "hop_set",
-                    [
-                        Term::atom(attribute.predicate()),
-                        Term::var(&end),
-                        Term::var(&answer),
-                    ],
-                ));
+                Term::compound("what", [chain.data(), Term::atom(attribute.predicate())])
             }
-            Query::HowMany(chain, r) => {
-                rel(r)?;
-                let end = chain.goals(&mut next, &mut goals);
-                goals.push(Term::compound(
-                    "count_each",
-                    [Term::atom(r.as_str()), Term::var(&end), Term::var(&answer)],
-                ));
-            }
+            Query::HowMany(chain, r) => with_relation("how_many", chain, r),
             Query::Older(a, b) | Query::Younger(a, b) | Query::BornFirst(a, b) => {
                 let born = if matches!(self, Query::Younger(..)) {
                     Born::Last
                 } else {
                     Born::First
                 };
-                let (ea, eb) = (
-                    a.goals(&mut next, &mut goals),
-                    b.goals(&mut next, &mut goals),
-                );
-                goals.push(Term::compound(
-                    born.pair_predicate(),
-                    [Term::var(&ea), Term::var(&eb), Term::var(&answer)],
-                ));
+                Term::compound(born.pair_functor(), [a.data(), b.data()])
             }
             Query::Oldest(chain, r) | Query::Youngest(chain, r) => {
                 let born = if matches!(self, Query::Oldest(..)) {
@@ -419,21 +378,20 @@ impl Query {
                 } else {
                     Born::Last
                 };
-                let end = chain.goals(&mut next, &mut goals);
-                goals.push(Term::compound(
-                    born.each_predicate(),
-                    [Term::atom(r.as_str()), Term::var(&end), Term::var(&answer)],
-                ));
+                with_relation(born.each_functor(), chain, r)
             }
-            Query::MostRelatives(chain, r) => {
-                let end = chain.goals(&mut next, &mut goals);
-                goals.push(Term::compound(
-                    "most_related",
-                    [Term::atom(r.as_str()), Term::var(&end), Term::var(&answer)],
-                ));
-            }
-        }
-        Ok((Term::and(goals), answer))
+            Query::MostRelatives(chain, r) => with_relation("most", chain, r),
+        })
+    }
+
+    /// The goal the engine answers (`query_answer(Query, Answer)` over the query as data, see
+    /// `prolog/queries.pl`; set-at-a-time, one `hop_set/3` per hop) and its answer variable.
+    pub fn goal(&self) -> Result<(Term, Var), QueryError> {
+        let answer = Var::numbered(0);
+        Ok((
+            Term::compound("query_answer", [self.data()?, Term::var(&answer)]),
+            answer,
+        ))
     }
 
     /// Gold answers: the result of running [`Query::goal`] on the engine.
@@ -444,38 +402,38 @@ impl Query {
     }
 
     /// [`Query::evaluate`] for many queries in one engine call (scryer's fixed cost per query,
-    /// ~0.1 ms, is paid once): `findall(A_i, G_i, L_i)` for each, variables renamed apart. The
-    /// same answers as one call per query; when the batch raises an error (one bad query), each
+    /// ~0.1 ms, is paid once): `batch_answers/2` over the queries as data (`prolog/queries.pl`),
+    /// a `findall` of each query's answers. The same answers as one call per query; when the batch raises an error (one bad query), each
     /// query is evaluated alone, so the error is the one that query gives.
     pub fn evaluate_batch(queries: &[&Query], engine: &Engine) -> crate::Result<Vec<Answers>> {
         if queries.len() <= 1 {
             return queries.iter().map(|q| q.evaluate(engine)).collect();
         }
-        let mut goals = Vec::with_capacity(queries.len());
-        let mut lists = Vec::with_capacity(queries.len());
-        for (i, query) in queries.iter().enumerate() {
-            let (goal, answer) = query.goal()?;
-            let list = Var::new(format!("L{i}"))?;
-            goals.push(Term::compound(
-                "findall",
-                [
-                    Term::var(&renamed(&answer, i)?),
-                    rename_vars(&goal, i)?,
-                    Term::var(&list),
-                ],
-            ));
-            lists.push(list);
-        }
-        let rows = match engine.query(&Term::and(goals), &lists) {
+        let data = queries
+            .iter()
+            .map(|q| q.data())
+            .collect::<Result<Vec<_>, _>>()?;
+        let lists = Var::numbered(0);
+        let goal = Term::compound("batch_answers", [Term::List(data), Term::var(&lists)]);
+        let rows = match engine.query(&goal, std::slice::from_ref(&lists)) {
             Ok(rows) => rows,
             Err(_) => return queries.iter().map(|q| q.evaluate(engine)).collect(),
         };
+        let decode = |what: String| QueryError::Decode(what).into();
         let [row] = &rows[..] else {
-            return Err(
-                QueryError::Decode(format!("{} rows from a batch of findall", rows.len())).into(),
-            );
+            return Err(decode(format!("{} rows from a batch", rows.len())));
         };
-        row.iter()
+        let items = match &row[0] {
+            Value::List(items) if items.len() == queries.len() => items,
+            other => {
+                return Err(decode(format!(
+                    "{other:?} from a batch of {}",
+                    queries.len()
+                )));
+            }
+        };
+        items
+            .iter()
             .map(|solutions| match solutions {
                 Value::List(items) => answers_of(items.iter()),
                 Value::Atom(a) if a == "[]" => Ok(Vec::new()),
@@ -682,41 +640,6 @@ fn answers_of<'a>(solutions: impl Iterator<Item = &'a Value>) -> crate::Result<A
     answers.sort();
     answers.dedup();
     Ok(answers)
-}
-
-/// Variable `v` of the `i`-th goal of a batch.
-fn renamed(v: &Var, i: usize) -> Result<Var, QueryError> {
-    if v.is_anonymous() {
-        return Ok(v.clone());
-    }
-    Var::new(format!("B{i}_{}", v.name())).map_err(|e| QueryError::Decode(e.to_string()))
-}
-
-/// `term` with every named variable renamed for the `i`-th goal of a batch.
-fn rename_vars(term: &Term, i: usize) -> Result<Term, QueryError> {
-    Ok(match term {
-        Term::Var(v) => Term::Var(renamed(v, i)?),
-        Term::Compound(f, args) => Term::Compound(
-            f.clone(),
-            args.iter()
-                .map(|a| rename_vars(a, i))
-                .collect::<Result<_, _>>()?,
-        ),
-        Term::List(items) => Term::List(
-            items
-                .iter()
-                .map(|a| rename_vars(a, i))
-                .collect::<Result<_, _>>()?,
-        ),
-        Term::PartialList(items, tail) => Term::PartialList(
-            items
-                .iter()
-                .map(|a| rename_vars(a, i))
-                .collect::<Result<_, _>>()?,
-            Box::new(rename_vars(tail, i)?),
-        ),
-        other => other.clone(),
-    })
 }
 
 #[cfg(test)]
