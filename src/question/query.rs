@@ -129,22 +129,6 @@ enum Born {
 }
 
 impl Born {
-    /// The comparison's functor in a query as data (`prolog/queries.pl`).
-    fn pair_functor(self) -> &'static str {
-        match self {
-            Born::First => "older",
-            Born::Last => "younger",
-        }
-    }
-
-    /// The superlative's functor in a query as data.
-    fn each_functor(self) -> &'static str {
-        match self {
-            Born::First => "oldest",
-            Born::Last => "youngest",
-        }
-    }
-
     /// Whether date `a` wins over date `b`.
     fn wins(self, a: &str, b: &str) -> bool {
         match self {
@@ -364,22 +348,13 @@ impl Query {
                 Term::compound("what", [chain.data(), Term::atom(attribute.predicate())])
             }
             Query::HowMany(chain, r) => with_relation("how_many", chain, r),
-            Query::Older(a, b) | Query::Younger(a, b) | Query::BornFirst(a, b) => {
-                let born = if matches!(self, Query::Younger(..)) {
-                    Born::Last
-                } else {
-                    Born::First
-                };
-                Term::compound(born.pair_functor(), [a.data(), b.data()])
+            // "Who was born first" is the older side.
+            Query::Older(a, b) | Query::BornFirst(a, b) => {
+                Term::compound("older", [a.data(), b.data()])
             }
-            Query::Oldest(chain, r) | Query::Youngest(chain, r) => {
-                let born = if matches!(self, Query::Oldest(..)) {
-                    Born::First
-                } else {
-                    Born::Last
-                };
-                with_relation(born.each_functor(), chain, r)
-            }
+            Query::Younger(a, b) => Term::compound("younger", [a.data(), b.data()]),
+            Query::Oldest(chain, r) => with_relation("oldest", chain, r),
+            Query::Youngest(chain, r) => with_relation("youngest", chain, r),
             Query::MostRelatives(chain, r) => with_relation("most", chain, r),
         })
     }
@@ -403,8 +378,9 @@ impl Query {
 
     /// [`Query::evaluate`] for many queries in one engine call (scryer's fixed cost per query,
     /// ~0.1 ms, is paid once): `batch_answers/2` over the queries as data (`prolog/queries.pl`),
-    /// a `findall` of each query's answers. The same answers as one call per query; when the batch raises an error (one bad query), each
-    /// query is evaluated alone, so the error is the one that query gives.
+    /// a `findall` of each query's answers. The same answers as one call per query; when the
+    /// batch raises an error (one bad query), each query is evaluated alone, so the error is
+    /// the one that query gives.
     pub fn evaluate_batch(queries: &[&Query], engine: &Engine) -> crate::Result<Vec<Answers>> {
         if queries.len() <= 1 {
             return queries.iter().map(|q| q.evaluate(engine)).collect();

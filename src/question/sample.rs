@@ -563,9 +563,10 @@ pub fn bidirectional_walk(
     })
 }
 
-/// Beam over chain prefixes from a random person (or retrievable anchor), ranked by the size of the set the prefix
-/// reaches (smallest first, so long chains stay answerable by one person); returns one path of
-/// a prefix that ends at a single person. Witness paths never revisit a person.
+/// Beam over chain prefixes from a random person (or a random retrievable anchor), ranked by the
+/// size of the set the prefix reaches (smallest first, so long chains stay answerable by one
+/// person); returns one path of a prefix that ends at a single person. Witness paths never
+/// revisit a person.
 fn beam(
     u: &Universe,
     mode: &[&'static Relation],

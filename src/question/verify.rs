@@ -49,6 +49,12 @@ fn take_gold(batch: &mut [Question], golds: Vec<Answers>) -> crate::Result<()> {
     Ok(())
 }
 
+/// Verifies `batch` in one engine call (`Query::evaluate_batch`) and takes the answers as gold.
+fn verify_batch(batch: &mut [Question], engine: &Engine) -> crate::Result<()> {
+    let plans: Vec<&Query> = batch.iter().map(|q| &q.plan).collect();
+    take_gold(batch, Query::evaluate_batch(&plans, engine)?)
+}
+
 /// Questions verified per engine call: large enough that scryer's fixed cost per query
 /// (~0.1 ms) is paid rarely, small enough that the engines share the work evenly.
 const VERIFY_BATCH: usize = 16;
@@ -83,8 +89,7 @@ pub fn verify(
                         let Some(batch) = queue.lock().expect("not poisoned").next() else {
                             return Ok(());
                         };
-                        let plans: Vec<&Query> = batch.iter().map(|q| &q.plan).collect();
-                        take_gold(batch, Query::evaluate_batch(&plans, engine)?)?;
+                        verify_batch(batch, engine)?;
                     }
                 })
             })
@@ -142,18 +147,22 @@ pub(crate) fn verify_forked(
             }
         };
         // SAFETY: the job only queries its engine, serialises and writes to its pipe.
-        let child = unsafe { crate::engine::child::spawn(engine, job) }?;
-        children.push((w, child));
-    }
-    // The parent's share, while the children work on theirs.
-    let mut mine = Ok(());
-    for batch in questions.chunks_mut(VERIFY_BATCH).step_by(workers) {
-        let plans: Vec<&Query> = batch.iter().map(|q| &q.plan).collect();
-        mine = Query::evaluate_batch(&plans, engine).and_then(|golds| take_gold(batch, golds));
-        if mine.is_err() {
-            break;
+        match unsafe { crate::engine::child::spawn(engine, job) } {
+            Ok(child) => children.push((w, child)),
+            Err(error) => {
+                // The children already forked are reaped before the error is returned.
+                for (_, child) in children {
+                    let _ = child.finish();
+                }
+                return Err(error);
+            }
         }
     }
+    // The parent's share, while the children work on theirs.
+    let mine = questions
+        .chunks_mut(VERIFY_BATCH)
+        .step_by(workers)
+        .try_for_each(|batch| verify_batch(batch, engine));
     // Every child is reaped, whatever happened to the others.
     let reports: Vec<_> = children
         .into_iter()
@@ -170,15 +179,15 @@ pub(crate) fn verify_forked(
             serde_json::from_slice(&received.map_err(failed)?)
                 .map_err(|e| failed(format!("its report is not answers: {e}")))?;
         let answers = answers.map_err(failed)?;
-        let mine: Vec<usize> = (w..chunks.len()).step_by(workers).collect();
-        if answers.len() != mine.len() {
+        let theirs: Vec<usize> = (w..chunks.len()).step_by(workers).collect();
+        if answers.len() != theirs.len() {
             return Err(failed(format!(
                 "{} batches answered of {}",
                 answers.len(),
-                mine.len()
+                theirs.len()
             )));
         }
-        for (b, golds) in mine.into_iter().zip(answers) {
+        for (b, golds) in theirs.into_iter().zip(answers) {
             take_gold(&mut *chunks[b], golds)?;
         }
     }

@@ -207,21 +207,26 @@ impl<'a> Certifier<'a> {
         setting: Solvability,
     ) -> crate::Result<Self> {
         let k = setting.top_k;
-        let mut holders: BTreeMap<String, Vec<PersonId>> = BTreeMap::new();
+        // Search text -> the attribute and the people holding its value.
+        let mut holders: BTreeMap<String, (Attr, Vec<PersonId>)> = BTreeMap::new();
         for attribute in Attr::ALL {
             for (p, person) in universe.people.iter().enumerate() {
                 let text = format!("{} {}", attribute.noun(), attribute.fact().value(person));
-                holders.entry(text).or_default().push(p as PersonId);
+                holders
+                    .entry(text)
+                    .or_insert_with(|| (attribute, Vec::new()))
+                    .1
+                    .push(p as PersonId);
             }
         }
-        holders.retain(|_, people| people.len() <= k);
+        holders.retain(|_, (_, people)| people.len() <= k);
         let people: Vec<PersonId> = (0..universe.people.len() as PersonId).collect();
         let searches: Vec<(&str, &[PersonId])> = universe
             .people
             .iter()
             .zip(&people)
             .map(|(person, p)| (person.name.as_str(), std::slice::from_ref(p)))
-            .chain(holders.iter().map(|(text, h)| (text.as_str(), &h[..])))
+            .chain(holders.iter().map(|(text, (_, h))| (text.as_str(), &h[..])))
             .collect();
         let mut found = Vec::with_capacity(searches.len());
         for batch in searches.chunks(4096) {
@@ -231,26 +236,20 @@ impl<'a> Certifier<'a> {
                 found.push(expected.iter().all(|p| ids.contains(&p.to_string())));
             }
         }
-        let attributes: BTreeMap<String, bool> = holders
-            .into_keys()
-            .zip(found.split_off(people.len()))
+        let retrieved = found.split_off(people.len());
+        // Every holder of a value whose search retrieves them all, person-major.
+        let mut anchor_attributes: Vec<(PersonId, Attr)> = holders
+            .values()
+            .zip(&retrieved)
+            .filter(|(_, retrieved)| **retrieved)
+            .flat_map(|((attribute, people), _)| people.iter().map(|&p| (p, *attribute)))
             .collect();
-        let mut anchors = Anchors {
-            names: people
-                .iter()
-                .copied()
-                .filter(|&p| found[p as usize])
-                .collect(),
-            attributes: Vec::new(),
+        anchor_attributes.sort_unstable();
+        let anchors = Anchors {
+            names: people.into_iter().filter(|&p| found[p as usize]).collect(),
+            attributes: anchor_attributes,
         };
-        for (p, person) in universe.people.iter().enumerate() {
-            for attribute in Attr::ALL {
-                let text = format!("{} {}", attribute.noun(), attribute.fact().value(person));
-                if attributes.get(&text).copied().unwrap_or(false) {
-                    anchors.attributes.push((p as PersonId, attribute));
-                }
-            }
-        }
+        let attributes = holders.into_keys().zip(retrieved).collect();
         Ok(Certifier {
             universe,
             setting,
