@@ -1,8 +1,10 @@
 %% prelude.pl: the stored facts of a universe, the base relations over them, and the libraries
 %% the typed queries rely on. Convention as in PhantomWiki: rel(X, Y) reads "Y is the rel of X".
 %%
-%% Stored facts (module file `facts`); names and values are atoms (first-argument indexing does not
-%% look inside strings), and each predicate's first argument is the one a walk binds:
+%% Stored facts (module file `facts`); values are atoms (first-argument indexing does not look
+%% inside strings), a person is their name (the dataset's facts.pl) or, in the facts rulegym's
+%% engine holds, their id (an integer: no name enters scryer's atom table, and the typed queries
+%% name their anchors by id); each predicate's first argument is the one a walk binds:
 %%   person(Name, Gender, Dob, Job, Hobby, Parents, Children, Friends)
 %%       Parents is [] or [Father, Mother]; Children in birth order; Friends stored both ways
 %%   with_job(Job, [Person, ...])   with_hobby(Hobby, [Person, ...])

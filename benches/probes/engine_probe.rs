@@ -26,7 +26,7 @@ fn main() -> rulegym::Result<()> {
     };
     let t = Instant::now();
     let universe = Universe::generate(&config)?;
-    let facts = universe.facts();
+    let facts = universe.engine_facts();
     println!(
         "universe: {} people, {} clauses, {:?}",
         universe.people.len(),
@@ -47,7 +47,8 @@ fn main() -> rulegym::Result<()> {
         (after - before) * 1e3 / universe.people.len() as f64
     );
     let x = Var::numbered(0);
-    let name = universe.people[5].name.clone();
+    // The engine holds people by id (`Universe::engine_facts`).
+    let name = 5;
     for rel in [
         "parent",
         "child",
@@ -60,7 +61,7 @@ fn main() -> rulegym::Result<()> {
     ] {
         let t = Instant::now();
         let rows = engine.query(
-            &Term::compound(rel, [Term::atom(name.clone()), Term::var(&x)]),
+            &Term::compound(rel, [Term::Int(name), Term::var(&x)]),
             std::slice::from_ref(&x),
         )?;
         println!(

@@ -24,7 +24,7 @@ fn main() -> rulegym::Result<()> {
         num_family_trees: trees,
         ..Default::default()
     })?;
-    let facts = universe.facts();
+    let facts = universe.engine_facts();
     println!(
         "universe + facts text: {:.3} s ({} people, {} clauses)",
         t.elapsed().as_secs_f64(),
@@ -33,7 +33,23 @@ fn main() -> rulegym::Result<()> {
     );
     let t = Instant::now();
     engine.consult("facts", &facts)?;
-    println!("consult facts: {:.3} s", t.elapsed().as_secs_f64());
+    println!(
+        "consult facts, people by id: {:.3} s ({} bytes)",
+        t.elapsed().as_secs_f64(),
+        facts.len()
+    );
+    {
+        // The same facts with people named (facts.pl), on an engine of their own.
+        let named = universe.facts();
+        let other = Engine::new()?;
+        let t = Instant::now();
+        other.consult("facts", &named)?;
+        println!(
+            "consult facts, people by name (for comparison): {:.3} s ({} bytes)",
+            t.elapsed().as_secs_f64(),
+            named.len()
+        );
+    }
     let t = Instant::now();
     let articles = rulegym::corpus::articles(&universe);
     println!(
@@ -57,7 +73,7 @@ fn main() -> rulegym::Result<()> {
         Default::default();
     for q in &questions {
         let t = Instant::now();
-        q.plan.evaluate(&engine)?;
+        q.plan.evaluate(&engine, &universe)?;
         let entry = by_template
             .entry(q.template_index.unwrap_or(usize::MAX))
             .or_insert((0.0, 0, q.question.clone()));
@@ -94,7 +110,7 @@ fn main() -> rulegym::Result<()> {
     for chunk in plans.chunks(16) {
         let goals = chunk
             .iter()
-            .map(|q| q.goal().map(|(g, _)| g))
+            .map(|q| q.goal(&universe).map(|(g, _)| g))
             .collect::<Result<Vec<_>, _>>()?;
         let goal = Term::compound(
             "once",
@@ -114,7 +130,7 @@ fn main() -> rulegym::Result<()> {
         let t = Instant::now();
         let mut answered = 0;
         for chunk in plans.chunks(size) {
-            answered += rulegym::question::Query::evaluate_batch(chunk, &engine)?.len();
+            answered += rulegym::question::Query::evaluate_batch(chunk, &engine, &universe)?.len();
         }
         let batched = t.elapsed().as_secs_f64();
         println!(

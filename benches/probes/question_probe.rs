@@ -18,7 +18,7 @@ fn main() -> rulegym::Result<()> {
         ..Default::default()
     })?;
     let t = Instant::now();
-    engine.consult("facts", &universe.facts())?;
+    engine.consult("facts", &universe.engine_facts())?;
     println!("consult {:?}", t.elapsed());
     let config = QuestionConfig {
         per_template: per,
@@ -32,7 +32,7 @@ fn main() -> rulegym::Result<()> {
         .iter()
         .map(|q| {
             let t = Instant::now();
-            q.plan.evaluate(&engine).unwrap();
+            q.plan.evaluate(&engine, &universe).unwrap();
             (t.elapsed().as_secs_f64() * 1e6, q.question.clone())
         })
         .collect();

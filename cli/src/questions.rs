@@ -147,7 +147,7 @@ pub fn run(args: Args) -> Result<()> {
         .questions
         .apply(QuestionConfig::default(), universe.config.seed, easy_mode);
     config.validate()?;
-    let engine = Engine::with_facts(&universe.facts())?;
+    let engine = Engine::with_facts(&universe.engine_facts())?;
     let index = article_index(&rulegym::corpus::articles(&universe))?;
     let certifier = Certifier::new(&universe, &index, config.solvability)?;
     let (questions, report) = question::generate(&universe, &engine, &config, Some(&certifier))?;

@@ -379,7 +379,7 @@ impl<'a> Worker<'a> {
     fn build(&mut self, seed: u64) -> Result<Dataset> {
         let config = self.batch.config_for(seed);
         let universe = Universe::generate(&config.universe)?;
-        let facts = universe.facts();
+        let facts = universe.engine_facts();
         let size = facts.len();
         let engine = match self.engine.take() {
             Some(engine) if self.loaded + size <= self.batch.engine_budget => engine,

@@ -166,11 +166,11 @@ pub fn build_observed(
     let done = stage(BuildStage::Universe, observe);
     let universe = Universe::generate(&config.universe)?;
     done(observe);
-    let facts = universe.facts();
+    let engine_facts = universe.engine_facts();
     assemble(
         config,
         universe,
-        facts,
+        engine_facts,
         EngineLoad::Starting {
             engines: starting,
             forks,
@@ -201,7 +201,7 @@ pub(crate) enum EngineLoad<'a> {
 pub(crate) fn assemble(
     config: &BuildConfig,
     universe: Universe,
-    facts: String,
+    engine_facts: String,
     load: EngineLoad<'_>,
     observe: &mut dyn FnMut(BuildEvent),
 ) -> Result<Dataset> {
@@ -211,8 +211,8 @@ pub(crate) fn assemble(
         EngineLoad::Starting { forks, .. } => (&[], *forks),
         EngineLoad::Consult(engines) | EngineLoad::Replace(engines) => (engines, 0),
     };
-    let (articles, index, proposals, started) = std::thread::scope(|scope| {
-        let facts = &facts;
+    let (facts, articles, index, proposals, started) = std::thread::scope(|scope| {
+        let facts = &engine_facts;
         let loading: Vec<_> = match load {
             EngineLoad::Starting { engines, .. } => engines
                 .into_iter()
@@ -240,6 +240,8 @@ pub(crate) fn assemble(
                 .collect(),
         };
         let articles = corpus::articles(&universe);
+        // The dataset's `facts.pl` names people; the engines hold them by id.
+        let named_facts = universe.facts();
         let sampled = (|| {
             let Some(q) = &config.questions else {
                 return Ok((None, None));
@@ -260,7 +262,7 @@ pub(crate) fn assemble(
             }
         }
         let (index, proposals) = sampled?;
-        Ok::<_, Error>((articles, index, proposals, started))
+        Ok::<_, Error>((named_facts, articles, index, proposals, started))
     })?;
     done(observe);
     let engines = if started.is_empty() {
@@ -268,15 +270,19 @@ pub(crate) fn assemble(
     } else {
         &started[..]
     };
-    check_loaded(&engines[0], &universe, &facts)?;
-    let (questions, report) = match proposals {
+    check_loaded(&engines[0], &universe, &engine_facts)?;
+    let (universe, (questions, report)) = match proposals {
         Some(proposals) => {
             let done = stage(BuildStage::Verify, observe);
-            let verified = verify(engines, forks, proposals)?;
+            // Shared with the forked verifiers, which name the people they answer.
+            let shared = std::sync::Arc::new(universe);
+            let verified = verify(engines, forks, proposals, &shared)?;
             done(observe);
-            verified
+            // The forks' copies are gone: the parent dropped them unrun.
+            let universe = std::sync::Arc::try_unwrap(shared).unwrap_or_else(|u| (*u).clone());
+            (universe, verified)
         }
-        None => (Vec::new(), GenerationReport::default()),
+        None => (universe, (Vec::new(), GenerationReport::default())),
     };
     Ok(Dataset {
         universe,
@@ -294,13 +300,14 @@ fn verify(
     engines: &[Engine],
     forks: usize,
     proposals: question::Proposals,
+    universe: &std::sync::Arc<Universe>,
 ) -> Result<(Vec<Question>, GenerationReport)> {
     #[cfg(target_os = "linux")]
     if forks > 0 {
-        return question::verify_forked(&engines[0], forks, proposals);
+        return question::verify_forked(&engines[0], forks, proposals, universe);
     }
     let _ = forks;
-    question::verify(engines, proposals)
+    question::verify(engines, proposals, universe)
 }
 
 /// The built-in-encoder flat index over `articles`, document `i` being person `i`'s article as

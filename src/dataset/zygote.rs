@@ -122,11 +122,11 @@ fn build_in_child(
         .map_err(|e| Error::Config(format!("starting a thread pool in a forked child: {e}")))?;
     pool.install(|| {
         let universe = Universe::generate(&config.universe)?;
-        let facts = universe.facts();
+        let engine_facts = universe.engine_facts();
         let data = assemble(
             config,
             universe,
-            facts,
+            engine_facts,
             EngineLoad::Consult(std::slice::from_ref(engine)),
             &mut |_| {},
         )?;

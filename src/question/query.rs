@@ -252,10 +252,16 @@ impl Chain {
         self.steps.len() - self.hops().count()
     }
 
-    /// The chain as data: `chain(Anchor, Steps)` (see `prolog/queries.pl`).
-    fn data(&self) -> Term {
+    /// The chain as data: `chain(Anchor, Steps)` (see `prolog/queries.pl`), a named anchor
+    /// written as its id in `u` (the engine holds [`Universe::engine_facts`]).
+    fn data(&self, u: &Universe) -> Result<Term, QueryError> {
         let anchor = match &self.anchor {
-            Anchor::Name(name) => Term::compound("name", [Term::atom(name.as_str())]),
+            Anchor::Name(name) => {
+                let id = u
+                    .person_named(name)
+                    .ok_or_else(|| QueryError::UnknownPerson(name.clone()))?;
+                Term::compound("name", [Term::Int(id.into())])
+            }
             Anchor::Attribute { attribute, value } => Term::compound(
                 "attribute",
                 [Term::atom(attribute.inverse()), Term::atom(value.as_str())],
@@ -275,7 +281,7 @@ impl Chain {
                 ),
             })
             .collect();
-        Term::compound("chain", [anchor, Term::List(steps)])
+        Ok(Term::compound("chain", [anchor, Term::List(steps)]))
     }
 
     /// The end set, natively: sorted person ids.
@@ -328,9 +334,10 @@ impl Query {
         }
     }
 
-    /// The query as data (`prolog/queries.pl`), its relations checked: it names no variable,
-    /// so the engine reads it and compiles nothing.
-    fn data(&self) -> Result<Term, QueryError> {
+    /// The query as data (`prolog/queries.pl`), its relations checked and its named anchors
+    /// written as their ids in `u`: it names no variable, so the engine reads it and compiles
+    /// nothing.
+    fn data(&self, u: &Universe) -> Result<Term, QueryError> {
         for chain in self.chains() {
             for r in chain.hops() {
                 rel(r)?;
@@ -340,40 +347,50 @@ impl Query {
             rel(r)?;
         }
         let with_relation = |functor: &str, chain: &Chain, r: &str| {
-            Term::compound(functor, [chain.data(), Term::atom(r)])
+            Ok::<_, QueryError>(Term::compound(functor, [chain.data(u)?, Term::atom(r)]))
         };
         Ok(match self {
-            Query::Who(chain) => Term::compound("who", [chain.data()]),
+            Query::Who(chain) => Term::compound("who", [chain.data(u)?]),
             Query::What(chain, attribute) => {
-                Term::compound("what", [chain.data(), Term::atom(attribute.predicate())])
+                Term::compound("what", [chain.data(u)?, Term::atom(attribute.predicate())])
             }
-            Query::HowMany(chain, r) => with_relation("how_many", chain, r),
+            Query::HowMany(chain, r) => with_relation("how_many", chain, r)?,
             // "Who was born first" is the older side.
             Query::Older(a, b) | Query::BornFirst(a, b) => {
-                Term::compound("older", [a.data(), b.data()])
+                Term::compound("older", [a.data(u)?, b.data(u)?])
             }
-            Query::Younger(a, b) => Term::compound("younger", [a.data(), b.data()]),
-            Query::Oldest(chain, r) => with_relation("oldest", chain, r),
-            Query::Youngest(chain, r) => with_relation("youngest", chain, r),
-            Query::MostRelatives(chain, r) => with_relation("most", chain, r),
+            Query::Younger(a, b) => Term::compound("younger", [a.data(u)?, b.data(u)?]),
+            Query::Oldest(chain, r) => with_relation("oldest", chain, r)?,
+            Query::Youngest(chain, r) => with_relation("youngest", chain, r)?,
+            Query::MostRelatives(chain, r) => with_relation("most", chain, r)?,
         })
     }
 
+    /// Whether the answers are people (everything but attribute values and counts).
+    fn answers_people(&self) -> bool {
+        !matches!(self, Query::What(..) | Query::HowMany(..))
+    }
+
     /// The goal the engine answers (`query_answer(Query, Answer)` over the query as data, see
-    /// `prolog/queries.pl`; set-at-a-time, one `hop_set/3` per hop) and its answer variable.
-    pub fn goal(&self) -> Result<(Term, Var), QueryError> {
+    /// `prolog/queries.pl`; set-at-a-time, one `hop_set/3` per hop) and its answer variable,
+    /// for an engine that holds `u` as [`Universe::engine_facts`].
+    pub fn goal(&self, u: &Universe) -> Result<(Term, Var), QueryError> {
         let answer = Var::numbered(0);
         Ok((
-            Term::compound("query_answer", [self.data()?, Term::var(&answer)]),
+            Term::compound("query_answer", [self.data(u)?, Term::var(&answer)]),
             answer,
         ))
     }
 
-    /// Gold answers: the result of running [`Query::goal`] on the engine.
-    pub fn evaluate(&self, engine: &Engine) -> crate::Result<Answers> {
-        let (goal, answer) = self.goal()?;
+    /// Gold answers: the result of running [`Query::goal`] on an engine that holds `u` as
+    /// [`Universe::engine_facts`] (people by id); the people it answers are named from `u`.
+    pub fn evaluate(&self, engine: &Engine, u: &Universe) -> crate::Result<Answers> {
+        let (goal, answer) = self.goal(u)?;
         let rows = engine.query(&goal, std::slice::from_ref(&answer))?;
-        answers_of(rows.iter().map(|row| &row[0]))
+        answers_of(
+            rows.iter().map(|row| &row[0]),
+            self.answers_people().then_some(u),
+        )
     }
 
     /// [`Query::evaluate`] for many queries in one engine call (scryer's fixed cost per query,
@@ -381,19 +398,23 @@ impl Query {
     /// a `findall` of each query's answers. The same answers as one call per query; when the
     /// batch raises an error (one bad query), each query is evaluated alone, so the error is
     /// the one that query gives.
-    pub fn evaluate_batch(queries: &[&Query], engine: &Engine) -> crate::Result<Vec<Answers>> {
+    pub fn evaluate_batch(
+        queries: &[&Query],
+        engine: &Engine,
+        u: &Universe,
+    ) -> crate::Result<Vec<Answers>> {
         if queries.len() <= 1 {
-            return queries.iter().map(|q| q.evaluate(engine)).collect();
+            return queries.iter().map(|q| q.evaluate(engine, u)).collect();
         }
         let data = queries
             .iter()
-            .map(|q| q.data())
+            .map(|q| q.data(u))
             .collect::<Result<Vec<_>, _>>()?;
         let lists = Var::numbered(0);
         let goal = Term::compound("batch_answers", [Term::List(data), Term::var(&lists)]);
         let rows = match engine.query(&goal, std::slice::from_ref(&lists)) {
             Ok(rows) => rows,
-            Err(_) => return queries.iter().map(|q| q.evaluate(engine)).collect(),
+            Err(_) => return queries.iter().map(|q| q.evaluate(engine, u)).collect(),
         };
         let decode = |what: String| QueryError::Decode(what).into();
         let [row] = &rows[..] else {
@@ -410,10 +431,14 @@ impl Query {
         };
         items
             .iter()
-            .map(|solutions| match solutions {
-                Value::List(items) => answers_of(items.iter()),
-                Value::Atom(a) if a == "[]" => Ok(Vec::new()),
-                other => Err(QueryError::Decode(format!("{other:?}")).into()),
+            .zip(queries)
+            .map(|(solutions, q)| {
+                let people = q.answers_people().then_some(u);
+                match solutions {
+                    Value::List(items) => answers_of(items.iter(), people),
+                    Value::Atom(a) if a == "[]" => Ok(Vec::new()),
+                    other => Err(QueryError::Decode(format!("{other:?}")).into()),
+                }
             })
             .collect()
     }
@@ -594,8 +619,11 @@ impl Query {
 }
 
 /// The answers of a query from its solutions' answer values (each a list of atoms or numbers),
-/// sorted and distinct.
-fn answers_of<'a>(solutions: impl Iterator<Item = &'a Value>) -> crate::Result<Answers> {
+/// sorted and distinct; with `people`, the values are person ids, named from that universe.
+fn answers_of<'a>(
+    solutions: impl Iterator<Item = &'a Value>,
+    people: Option<&Universe>,
+) -> crate::Result<Answers> {
     let mut answers: Answers = Vec::new();
     for solution in solutions {
         let items = match solution {
@@ -606,10 +634,15 @@ fn answers_of<'a>(solutions: impl Iterator<Item = &'a Value>) -> crate::Result<A
             other => return Err(QueryError::Decode(format!("{other:?}")).into()),
         };
         for item in &items {
-            answers.push(match item {
-                Value::Atom(a) | Value::Str(a) => a.clone(),
-                Value::Int(n) => n.to_string(),
-                other => return Err(QueryError::Decode(format!("{other:?}")).into()),
+            answers.push(match (item, people) {
+                (Value::Int(id), Some(u)) => usize::try_from(*id)
+                    .ok()
+                    .and_then(|id| u.people.get(id))
+                    .map(|p| p.name.clone())
+                    .ok_or_else(|| QueryError::Decode(format!("no person with id {id}")))?,
+                (Value::Atom(a) | Value::Str(a), None) => a.clone(),
+                (Value::Int(n), None) => n.to_string(),
+                (other, _) => return Err(QueryError::Decode(format!("{other:?}")).into()),
             });
         }
     }
@@ -661,7 +694,7 @@ mod tests {
             ..UniverseConfig::default()
         };
         let u = Universe::generate(&config).unwrap();
-        let engine = Engine::with_facts(&u.facts()).unwrap();
+        let engine = Engine::with_facts(&u.engine_facts()).unwrap();
         let people = u.people.len() as PersonId;
         let relations = [
             "child",
@@ -691,7 +724,7 @@ mod tests {
                 Query::Who(described(&u, p)),
             ];
             for query in queries {
-                let gold = query.evaluate(&engine).unwrap();
+                let gold = query.evaluate(&engine, &u).unwrap();
                 let native = query.evaluate_native(&u).unwrap();
                 assert_eq!(gold, native, "{query:?}");
                 checked += 1;
@@ -713,7 +746,7 @@ mod tests {
             ..UniverseConfig::default()
         };
         let u = Universe::generate(&config).unwrap();
-        let engine = Engine::with_facts(&u.facts()).unwrap();
+        let engine = Engine::with_facts(&u.engine_facts()).unwrap();
         // A parent with two or more children born on different days.
         let (parent, kids) = (0..u.people.len() as PersonId)
             .find_map(|p| {
@@ -729,7 +762,7 @@ mod tests {
         let (first, last) = (by_age[0], *by_age.last().unwrap());
         let n = |p: PersonId| vec![u.person(p).name.clone()];
         let check = |q: Query, want: Vec<String>| {
-            assert_eq!(q.evaluate(&engine).unwrap(), want, "{q:?}");
+            assert_eq!(q.evaluate(&engine, &u).unwrap(), want, "{q:?}");
             assert_eq!(q.evaluate_native(&u).unwrap(), want, "{q:?}");
         };
         check(Query::Oldest(name(&u, parent), "child".into()), n(first));

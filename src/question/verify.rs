@@ -9,7 +9,7 @@ use crate::engine::Engine;
 use crate::universe::Universe;
 
 /// Generates every configured family's questions with one engine holding the universe's facts
-/// ([`propose_all`] then [`verify`]; [`crate::dataset::build()`] runs the same phases on an engine
+/// as [`Universe::engine_facts`] ([`propose_all`] then [`verify`]; [`crate::dataset::build()`] runs the same phases on an engine
 /// pool, overlapping the fact load with sampling).
 pub fn generate(
     universe: &Universe,
@@ -20,6 +20,7 @@ pub fn generate(
     verify(
         std::slice::from_ref(engine),
         propose_all(universe, config, certifier)?,
+        universe,
     )
 }
 
@@ -50,9 +51,9 @@ fn take_gold(batch: &mut [Question], golds: Vec<Answers>) -> crate::Result<()> {
 }
 
 /// Verifies `batch` in one engine call (`Query::evaluate_batch`) and takes the answers as gold.
-fn verify_batch(batch: &mut [Question], engine: &Engine) -> crate::Result<()> {
+fn verify_batch(batch: &mut [Question], engine: &Engine, u: &Universe) -> crate::Result<()> {
     let plans: Vec<&Query> = batch.iter().map(|q| &q.plan).collect();
-    take_gold(batch, Query::evaluate_batch(&plans, engine)?)
+    take_gold(batch, Query::evaluate_batch(&plans, engine, u)?)
 }
 
 /// Questions verified per engine call: large enough that scryer's fixed cost per query
@@ -61,10 +62,12 @@ const VERIFY_BATCH: usize = 16;
 
 /// Phase 2: runs every proposal's query on the engines (in parallel, from a shared queue) and
 /// takes the engine's answers as gold. A disagreement with the native screen is a bug in the rule
-/// base or the evaluator, and fails generation loudly rather than writing a doubtful answer.
+/// base or the evaluator, and fails generation loudly rather than writing a doubtful answer. The
+/// engines hold `u` as [`Universe::engine_facts`].
 pub fn verify(
     engines: &[Engine],
     proposals: Proposals,
+    u: &Universe,
 ) -> crate::Result<(Vec<Question>, GenerationReport)> {
     let Proposals {
         mut questions,
@@ -89,7 +92,7 @@ pub fn verify(
                         let Some(batch) = queue.lock().expect("not poisoned").next() else {
                             return Ok(());
                         };
-                        verify_batch(batch, engine)?;
+                        verify_batch(batch, engine, u)?;
                     }
                 })
             })
@@ -113,12 +116,13 @@ pub(crate) fn verify_forked(
     engine: &Engine,
     forks: usize,
     proposals: Proposals,
+    u: &std::sync::Arc<Universe>,
 ) -> crate::Result<(Vec<Question>, GenerationReport)> {
     use std::io::Write;
     let batches = proposals.questions.len().div_ceil(VERIFY_BATCH);
     let workers = (forks + 1).min(batches);
     if workers <= 1 {
-        return verify(std::slice::from_ref(engine), proposals);
+        return verify(std::slice::from_ref(engine), proposals, u);
     }
     let Proposals {
         mut questions,
@@ -133,12 +137,17 @@ pub(crate) fn verify_forked(
             .step_by(workers)
             .map(|batch| batch.iter().map(|q| q.plan.clone()).collect())
             .collect();
+        // The child's copy of the universe: shared, on the heap. (Not a pointer to the
+        // caller's: the child's first thread may reuse the stack of a parent thread that
+        // does not exist in the child, and a universe on that stack is overwritten.)
+        let universe = std::sync::Arc::clone(u);
         let job = move |engine: Engine, mut write: std::fs::File| {
+            let u = &*universe;
             let answers: Result<Vec<Vec<Answers>>, String> = plans
                 .iter()
                 .map(|batch| {
                     let plans: Vec<&Query> = batch.iter().collect();
-                    Query::evaluate_batch(&plans, &engine).map_err(|e| e.to_string())
+                    Query::evaluate_batch(&plans, &engine, u).map_err(|e| e.to_string())
                 })
                 .collect();
             match serde_json::to_vec(&answers) {
@@ -162,7 +171,7 @@ pub(crate) fn verify_forked(
     let mine = questions
         .chunks_mut(VERIFY_BATCH)
         .step_by(workers)
-        .try_for_each(|batch| verify_batch(batch, engine));
+        .try_for_each(|batch| verify_batch(batch, engine, u));
     // Every child is reaped, whatever happened to the others.
     let reports: Vec<_> = children
         .into_iter()
@@ -207,7 +216,7 @@ mod tests {
             ..Default::default()
         })
         .unwrap();
-        let engine = Engine::with_facts(&universe.facts()).unwrap();
+        let engine = Engine::with_facts(&universe.engine_facts()).unwrap();
         let config = QuestionConfig {
             families: vec![Family::Base],
             per_template: 2,
@@ -222,15 +231,16 @@ mod tests {
     #[test]
     fn forked_verifiers_equal_one_engine() {
         let (universe, engine, _) = world();
+        let shared = std::sync::Arc::new(universe.clone());
         let config = QuestionConfig {
             families: vec![Family::Base],
             per_template: 2,
             ..Default::default()
         };
         let proposals = || propose_all(&universe, &config, None).unwrap();
-        let one = verify(std::slice::from_ref(&engine), proposals()).unwrap();
+        let one = verify(std::slice::from_ref(&engine), proposals(), &universe).unwrap();
         for forks in [1, 2, 5] {
-            let forked = verify_forked(&engine, forks, proposals()).unwrap();
+            let forked = verify_forked(&engine, forks, proposals(), &shared).unwrap();
             assert_eq!(
                 serde_json::to_string(&forked.0).unwrap(),
                 serde_json::to_string(&one.0).unwrap(),
@@ -245,10 +255,11 @@ mod tests {
     /// the engine stays usable afterwards.
     #[test]
     fn forked_verifier_failures_are_named() {
-        let (_, engine, mut proposals) = world();
+        let (universe, engine, mut proposals) = world();
+        let shared = std::sync::Arc::new(universe);
         // Batch 1 belongs to the first fork (of two verifiers).
         proposals.questions[VERIFY_BATCH].answers = vec!["Nobody Atall".to_owned()];
-        let err = verify_forked(&engine, 1, proposals).unwrap_err();
+        let err = verify_forked(&engine, 1, proposals, &shared).unwrap_err();
         assert!(
             matches!(err, crate::Error::Query(QueryError::OracleMismatch { .. })),
             "{err}"
@@ -261,7 +272,7 @@ mod tests {
                 .steps
                 .push(ChainStep::Hop("no_such_relation".to_owned()));
         }
-        let err = verify_forked(&engine, 1, proposals).unwrap_err();
+        let err = verify_forked(&engine, 1, proposals, &shared).unwrap_err();
         let message = err.to_string();
         assert!(
             matches!(err, crate::Error::VerifierFailed { .. })
@@ -270,6 +281,6 @@ mod tests {
             "{message}"
         );
         let (_, _, proposals) = world();
-        assert!(verify_forked(&engine, 1, proposals).is_ok());
+        assert!(verify_forked(&engine, 1, proposals, &shared).is_ok());
     }
 }

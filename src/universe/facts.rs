@@ -75,62 +75,103 @@ pub fn dob_year(dob: &str) -> &str {
     dob.split_once('-').map_or(dob, |(year, _)| year)
 }
 
-/// A list argument of a fact: atoms, or `'A'-'B'` pairs.
+/// One argument of a fact: an atom, or a person's id (an integer).
+#[derive(Clone, Copy)]
+enum Arg<'a> {
+    Atom(&'a str),
+    Id(u32),
+}
+
+impl Arg<'_> {
+    fn write(self, out: &mut String) {
+        match self {
+            // Names never contain NUL: they come from the embedded vocabularies, so quoting
+            // cannot fail.
+            Arg::Atom(text) => write_atom(text, out).expect("universe text never contains NUL"),
+            Arg::Id(id) => {
+                use std::fmt::Write;
+                let _ = write!(out, "{id}");
+            }
+        }
+    }
+}
+
+/// A list argument of a fact: atoms or ids, or `Dob-Person` pairs.
 enum List<'a> {
-    Atoms(&'a [&'a str]),
-    Pairs(&'a [(&'a str, &'a str)]),
+    Args(&'a [Arg<'a>]),
+    Pairs(&'a [(&'a str, Arg<'a>)]),
+}
+
+/// How a fact names a person: by name (`facts.pl`, for people and other Prologs) or by id
+/// (what rulegym's engine holds: [`Universe::engine_facts`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Keys {
+    Names,
+    Ids,
 }
 
 /// Writes the universe's facts, one clause per line.
 pub struct FactsWriter<'a> {
     universe: &'a Universe,
+    keys: Keys,
     out: String,
 }
 
 impl<'a> FactsWriter<'a> {
-    /// A writer for `universe`.
+    /// A writer of `universe`'s facts with people named (`facts.pl`).
     pub fn new(universe: &'a Universe) -> Self {
         FactsWriter {
             universe,
+            keys: Keys::Names,
             out: String::with_capacity(universe.people.len() * 300),
         }
     }
 
-    /// Appends one clause `predicate('A',...).` to `out` (names never contain NUL: they come
-    /// from the embedded vocabularies, so quoting cannot fail).
-    pub fn clause(out: &mut String, predicate: &str, args: &[&str]) {
-        Self::clause_with_lists(out, predicate, args, &[]);
+    /// A writer of the same facts with every person written as their id, an integer: the form
+    /// rulegym's engine holds ([`Universe::engine_facts`]).
+    pub fn by_id(universe: &'a Universe) -> Self {
+        FactsWriter {
+            universe,
+            keys: Keys::Ids,
+            out: String::with_capacity(universe.people.len() * 140),
+        }
     }
 
-    /// Appends `predicate('A',...,[...],...).`: the atoms, then the lists.
-    fn clause_with_lists(out: &mut String, predicate: &str, args: &[&str], lists: &[List]) {
-        let atom = |out: &mut String, text: &str| {
-            write_atom(text, out).expect("universe text never contains NUL")
-        };
+    /// Appends one clause `predicate('A',...).` to `out`.
+    pub fn clause(out: &mut String, predicate: &str, args: &[&str]) {
+        let args: Vec<Arg> = args.iter().map(|a| Arg::Atom(a)).collect();
+        Self::clause_with_lists(out, predicate, &args, &[]);
+    }
+
+    /// Appends `predicate('A',...,[...],...).`: the arguments, then the lists.
+    fn clause_with_lists(out: &mut String, predicate: &str, args: &[Arg], lists: &[List]) {
         out.push_str(predicate);
         out.push('(');
         for (i, arg) in args.iter().enumerate() {
             if i > 0 {
                 out.push(',');
             }
-            atom(out, arg);
+            arg.write(out);
         }
         for list in lists {
             out.push_str(",[");
-            let len = match list {
-                List::Atoms(items) => items.len(),
-                List::Pairs(items) => items.len(),
-            };
-            for i in 0..len {
-                if i > 0 {
-                    out.push(',');
+            match list {
+                List::Args(items) => {
+                    for (i, item) in items.iter().enumerate() {
+                        if i > 0 {
+                            out.push(',');
+                        }
+                        item.write(out);
+                    }
                 }
-                match list {
-                    List::Atoms(items) => atom(out, items[i]),
-                    List::Pairs(items) => {
-                        atom(out, items[i].0);
+                List::Pairs(items) => {
+                    for (i, (value, item)) in items.iter().enumerate() {
+                        if i > 0 {
+                            out.push(',');
+                        }
+                        Arg::Atom(value).write(out);
                         out.push('-');
-                        atom(out, items[i].1);
+                        item.write(out);
                     }
                 }
             }
@@ -146,55 +187,68 @@ impl<'a> FactsWriter<'a> {
     /// nearly unique, `with_dob(Year, [Dob-Person...])` grouped by year. Each predicate's first
     /// argument is the one a walk binds, so scryer's first-argument indexing serves every
     /// direction; few clauses keep the consult short (scryer's consult costs ~25 µs per clause,
-    /// more than the clause's size).
+    /// more than the clause's size). A person is their name, or with [`FactsWriter::by_id`]
+    /// their id.
     pub fn write(mut self) -> String {
         let people = &self.universe.people;
-        let names = |ids: &[u32]| -> Vec<&str> {
-            ids.iter()
-                .map(|&id| people[id as usize].name.as_str())
-                .collect()
+        let keys = self.keys;
+        let key = |id: u32| match keys {
+            Keys::Names => Arg::Atom(people[id as usize].name.as_str()),
+            Keys::Ids => Arg::Id(id),
         };
-        self.out.push_str(
-            "%% rulegym universe facts; predicates are documented in prolog/prelude.pl.\n",
-        );
-        for p in people {
-            let values = AttributeFact::ALL.map(|a| a.value(p));
+        let keyed = |ids: &[u32]| -> Vec<Arg> { ids.iter().map(|&id| key(id)).collect() };
+        self.out.push_str(match keys {
+            Keys::Names => {
+                "%% rulegym universe facts; predicates are documented in prolog/prelude.pl.\n"
+            }
+            Keys::Ids => {
+                "%% rulegym universe facts, people by id; predicates are documented in prolog/prelude.pl.\n"
+            }
+        });
+        for (id, p) in people.iter().enumerate() {
+            let values = AttributeFact::ALL.map(|a| Arg::Atom(a.value(p)));
             let (parents, children, friends) =
-                (names(&p.parents), names(&p.children), names(&p.friends));
+                (keyed(&p.parents), keyed(&p.children), keyed(&p.friends));
             Self::clause_with_lists(
                 &mut self.out,
                 "person",
-                &[&p.name, values[3], values[0], values[1], values[2]],
+                &[key(id as u32), values[3], values[0], values[1], values[2]],
                 &[
-                    List::Atoms(&parents),
-                    List::Atoms(&children),
-                    List::Atoms(&friends),
+                    List::Args(&parents),
+                    List::Args(&children),
+                    List::Args(&friends),
                 ],
             );
         }
         for attribute in [AttributeFact::Dob, AttributeFact::Job, AttributeFact::Hobby] {
             let predicate = attribute.inverse_predicate().expect("has an inverse");
-            // (key, value, name) sorted by key then value; stable, so people stay in id order.
-            let mut rows: Vec<(&str, &str, &str)> = people
+            // (key, value, id) sorted by key then value; stable, so people stay in id order.
+            let mut rows: Vec<(&str, &str, u32)> = people
                 .iter()
-                .map(|p| {
+                .enumerate()
+                .map(|(id, p)| {
                     let value = attribute.value(p);
                     let key = match attribute {
                         AttributeFact::Dob => dob_year(value),
                         _ => value,
                     };
-                    (key, value, p.name.as_str())
+                    (key, value, id as u32)
                 })
                 .collect();
             rows.sort_by(|a, b| (a.0, a.1).cmp(&(b.0, b.1)));
             for group in rows.chunk_by(|a, b| a.0 == b.0) {
-                let pairs: Vec<(&str, &str)> = group.iter().map(|&(_, v, n)| (v, n)).collect();
-                let holders: Vec<&str> = group.iter().map(|&(_, _, n)| n).collect();
+                let pairs: Vec<(&str, Arg)> = group.iter().map(|&(_, v, p)| (v, key(p))).collect();
+                let holders: Vec<Arg> = group.iter().map(|&(_, _, p)| key(p)).collect();
                 let list = match attribute {
                     AttributeFact::Dob => List::Pairs(&pairs),
-                    _ => List::Atoms(&holders),
+                    _ => List::Args(&holders),
                 };
-                Self::clause_with_lists(&mut self.out, predicate, &[group[0].0], &[list]);
+                Self::clause_with_lists(
+                    &mut self.out,
+                    predicate,
+                    &[Arg::Atom(group[0].0)],
+                    &[list],
+                );
             }
         }
         self.out

@@ -358,8 +358,18 @@ impl Universe {
             .filter(move |&s| s != id)
     }
 
-    /// The Prolog facts of the universe (see `prolog/prelude.pl` for the predicates).
+    /// The Prolog facts of the universe (see `prolog/prelude.pl` for the predicates), people
+    /// by name: the dataset's `facts.pl`.
     pub fn facts(&self) -> String {
         FactsWriter::new(self).write()
+    }
+
+    /// The same facts with every person written as their id (an integer), the form rulegym's
+    /// engine holds: typed queries name their anchors by id and the answers are named back
+    /// ([`crate::question::Query::evaluate`]). Loading integers instead of names halves the
+    /// consult at 10K people: no name enters scryer's atom table, whose every new atom copies
+    /// the whole table (BENCHMARKS.md, issue 28).
+    pub fn engine_facts(&self) -> String {
+        FactsWriter::by_id(self).write()
     }
 }

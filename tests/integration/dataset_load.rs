@@ -121,7 +121,7 @@ fn each_broken_invariant_is_an_error_naming_the_file_and_line() {
     people[3].hobby = "zither".into();
     write_people(&data, &rulegym::io::jsonl_bytes(&people).unwrap());
     let universe = dataset::load_universe(&data).unwrap();
-    let engine = Engine::with_facts(&universe.facts()).unwrap();
+    let engine = Engine::with_facts(&universe.engine_facts()).unwrap();
     let (questions, _) =
         question::generate(&universe, &engine, &QuestionConfig::default(), None).unwrap();
     assert!(!questions.is_empty());
@@ -177,7 +177,7 @@ proptest! {
             }
         }
         if let Ok(universe) = dataset::load_universe(&data) {
-            let engine = Engine::with_facts(&universe.facts()).unwrap();
+            let engine = Engine::with_facts(&universe.engine_facts()).unwrap();
             let config = QuestionConfig { per_template: 2, ..QuestionConfig::default() };
             let generated = question::generate(&universe, &engine, &config, None);
             prop_assert!(generated.is_ok(), "{:?}", generated.err());

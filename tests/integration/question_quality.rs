@@ -446,7 +446,7 @@ fn generated_extended_shapes_verify_as_phantomwiki_records() {
         })
         .collect();
     let pw = parse_questions(&serde_json::to_string(&records).unwrap(), "generated").unwrap();
-    let engine = rulegym::engine::Engine::with_facts(&data.universe.facts()).unwrap();
+    let engine = rulegym::engine::Engine::with_facts(&data.universe.engine_facts()).unwrap();
     let report = verify_questions(&data.universe, &engine, &pw);
     assert_eq!(
         (

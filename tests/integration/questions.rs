@@ -25,7 +25,7 @@ fn world(easy: bool) -> &'static World {
             ..Default::default()
         };
         let universe = Universe::generate(&config).unwrap();
-        let engine = Engine::with_facts(&universe.facts()).unwrap();
+        let engine = Engine::with_facts(&universe.engine_facts()).unwrap();
         World { universe, engine }
     })
 }
@@ -53,7 +53,7 @@ proptest! {
                 1 => Query::What(chain, question::Attr::ALL[(index % 3) as usize]),
                 _ => Query::HowMany(chain, rulegym::relations::relations(easy).nth((index % 12) as usize).unwrap().name.to_owned()),
             };
-            let gold = query.evaluate(&w.engine).unwrap();
+            let gold = query.evaluate(&w.engine, &w.universe).unwrap();
             let oracle = query.evaluate_native(&w.universe).unwrap();
             prop_assert!(!gold.is_empty(), "a sampled walk always has an answer: {query:?}");
             prop_assert_eq!(gold, oracle, "{:?}", query);
@@ -170,7 +170,7 @@ fn verification_shards_concatenate_to_the_whole_run() {
         max_hops: 4,
         ..Default::default()
     };
-    let verify = |p| question::verify(std::slice::from_ref(&w.engine), p).unwrap();
+    let verify = |p| question::verify(std::slice::from_ref(&w.engine), p, &w.universe).unwrap();
     let (whole, report) = verify(question::propose_all(&w.universe, &config, None).unwrap());
     assert!(whole.len() > 40);
     for count in [1, 2, 3, 7] {
@@ -319,12 +319,12 @@ fn batched_evaluation_equals_one_query_at_a_time() {
     let refs: Vec<&Query> = plans.iter().collect();
     let one_at_a_time: Vec<_> = plans
         .iter()
-        .map(|q| q.evaluate(&w.engine).unwrap())
+        .map(|q| q.evaluate(&w.engine, &w.universe).unwrap())
         .collect();
     for size in [2, 7, 16, refs.len()] {
         let batched: Vec<_> = refs
             .chunks(size)
-            .flat_map(|chunk| Query::evaluate_batch(chunk, &w.engine).unwrap())
+            .flat_map(|chunk| Query::evaluate_batch(chunk, &w.engine, &w.universe).unwrap())
             .collect();
         assert_eq!(batched, one_at_a_time, "batches of {size}");
     }
@@ -332,9 +332,11 @@ fn batched_evaluation_equals_one_query_at_a_time() {
 
     // An unknown relation is refused before the engine runs, as for one query.
     let bad = Query::HowMany(plans[0].chains()[0].clone(), "no_such_relation".into());
-    let err = Query::evaluate_batch(&[&plans[0], &bad], &w.engine).unwrap_err();
+    let err = Query::evaluate_batch(&[&plans[0], &bad], &w.engine, &w.universe).unwrap_err();
     assert_eq!(
         err.to_string(),
-        bad.evaluate(&w.engine).unwrap_err().to_string()
+        bad.evaluate(&w.engine, &w.universe)
+            .unwrap_err()
+            .to_string()
     );
 }

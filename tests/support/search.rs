@@ -22,7 +22,7 @@ pub struct SearchData {
 /// Builds [`SearchData`] for the default universe, questions generated with `config`.
 pub fn search_data(config: &QuestionConfig) -> SearchData {
     let universe = Universe::generate(&UniverseConfig::default()).unwrap();
-    let engine = Engine::with_facts(&universe.facts()).unwrap();
+    let engine = Engine::with_facts(&universe.engine_facts()).unwrap();
     let (questions, _) = question::generate(&universe, &engine, config, None).unwrap();
     let index = rulegym::dataset::build::article_index(&corpus::articles(&universe)).unwrap();
     SearchData {

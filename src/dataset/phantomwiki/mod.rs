@@ -174,7 +174,7 @@ impl DirReport {
 
 /// Loads the imported universe into a fresh engine and verifies every question and article.
 pub fn verify_dir(pw: &PwDir) -> Result<DirReport> {
-    let engine = Engine::with_facts(&pw.universe.facts())?;
+    let engine = Engine::with_facts(&pw.universe.engine_facts())?;
     let questions = verify_questions(&pw.universe, &engine, &pw.questions);
     let articles = pw
         .articles

@@ -588,8 +588,8 @@ impl VerifyReport {
     }
 }
 
-/// Compiles ([`compile_record`]), evaluates (engine and oracle) and compares every question.
-/// Never panics: a bad record is counted as malformed or an error, with its index.
+/// Compiles ([`compile_record`]), evaluates (engine and oracle) and compares every question;
+/// `engine` holds `universe` as [`Universe::engine_facts`]. Never panics: a bad record is counted as malformed or an error, with its index.
 pub fn verify_questions(
     universe: &Universe,
     engine: &Engine,
@@ -629,7 +629,7 @@ pub fn verify_questions(
             }
         };
         check.shape = shape.to_owned();
-        let outcome = query.evaluate(engine).and_then(|got| {
+        let outcome = query.evaluate(engine, universe).and_then(|got| {
             let oracle = query.evaluate_native(universe).map_err(Error::from)?;
             let readings = readings(&query, shape, universe).map_err(Error::from)?;
             Ok((got, oracle, readings))
