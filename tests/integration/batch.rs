@@ -57,7 +57,7 @@ fn every_universe_equals_its_single_seed_run_for_any_workers_and_engine_reuse() 
         (1, usize::MAX, false),
         (2, usize::MAX, false),
         (2, 0, false),
-        (1, 150_000, false),
+        (1, 60_000, false),
         (2, 0, true),
         (1, 0, true),
     ];
@@ -102,7 +102,7 @@ fn every_universe_equals_its_single_seed_run_for_any_workers_and_engine_reuse() 
     assert_eq!(started[2], 6);
     assert!(
         started[3] > 1 && started[3] < 6,
-        "a 150 KB budget recycles some of the time: {}",
+        "a 60 KB budget recycles some of the time: {}",
         started[3]
     );
     // The zygote starts one engine for the whole batch.

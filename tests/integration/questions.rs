@@ -310,9 +310,10 @@ fn batched_evaluation_equals_one_query_at_a_time() {
         .map(|q| q.plan.clone())
         .collect();
     assert!(plans.len() > 100, "{} questions", plans.len());
-    // A query with no answer: a chain from a name nobody has.
+    // A query with no answer: the father of someone who has no parents.
+    let orphan = w.universe.people.iter().find(|p| p.parents.is_empty()).unwrap();
     let nobody = rulegym::question::Chain {
-        anchor: rulegym::question::Anchor::Name("Nobody In This Universe".into()),
+        anchor: rulegym::question::Anchor::Name(orphan.name.clone()),
         steps: vec![rulegym::question::ChainStep::Hop("father".into())],
     };
     plans.push(Query::Who(nobody));
@@ -329,6 +330,15 @@ fn batched_evaluation_equals_one_query_at_a_time() {
         assert_eq!(batched, one_at_a_time, "batches of {size}");
     }
     assert_eq!(one_at_a_time.last().unwrap(), &Vec::<String>::new());
+
+    // A name nobody in the universe has is refused, as the native evaluator refuses it.
+    let stranger = Query::Who(rulegym::question::Chain {
+        anchor: rulegym::question::Anchor::Name("Nobody In This Universe".into()),
+        steps: vec![rulegym::question::ChainStep::Hop("father".into())],
+    });
+    let err = Query::evaluate_batch(&[&plans[0], &stranger], &w.engine, &w.universe).unwrap_err();
+    assert!(err.to_string().contains("Nobody In This Universe"), "{err}");
+    assert!(stranger.evaluate_native(&w.universe).is_err());
 
     // An unknown relation is refused before the engine runs, as for one query.
     let bad = Query::HowMany(plans[0].chains()[0].clone(), "no_such_relation".into());

@@ -520,3 +520,50 @@ fn facts_load_in_swi_prolog_with_the_same_rule_base() {
         Some(u.people[3].friends.len().to_string().as_str())
     );
 }
+
+/// The facts the engine holds (`Universe::engine_facts`, people by id) are the dataset's facts
+/// (`facts.pl`, people by name) with every person written as their id: every stored clause of
+/// both, loaded into two engines and read back, is the same once ids are named.
+#[test]
+fn engine_facts_are_the_named_facts_with_people_by_id() {
+    let u = Universe::generate(&small(5, 25)).unwrap();
+    let by_name = Engine::with_facts(&u.facts()).unwrap();
+    let by_id = Engine::with_facts(&u.engine_facts()).unwrap();
+    // Names every person id in a value (dates, values and names stay as they are).
+    fn named(u: &Universe, v: &Value) -> Value {
+        match v {
+            Value::Int(id) => Value::Atom(u.people[*id as usize].name.clone()),
+            Value::List(items) => Value::List(items.iter().map(|i| named(u, i)).collect()),
+            Value::Compound(f, args) => {
+                Value::Compound(f.clone(), args.iter().map(|a| named(u, a)).collect())
+            }
+            other => other.clone(),
+        }
+    }
+    for (predicate, arity) in rulegym::engine::FACT_PREDICATES {
+        let vars: Vec<Var> = (0..*arity).map(Var::numbered).collect();
+        let goal = Term::compound(*predicate, vars.iter().map(Term::var));
+        let rows = |engine: &Engine| engine.query(&goal, &vars).unwrap();
+        let named_rows: Vec<Vec<Value>> = rows(&by_name);
+        let id_rows: Vec<Vec<Value>> = rows(&by_id)
+            .iter()
+            .map(|row| {
+                let mut row = row.clone();
+                // A person clause's key is an id; a with_* clause's key is a value.
+                if *predicate == "person" {
+                    row[0] = named(&u, &row[0]);
+                }
+                row[1..].iter_mut().for_each(|v| {
+                    if matches!(v, Value::List(_)) {
+                        *v = named(&u, v);
+                    }
+                });
+                row
+            })
+            .collect();
+        assert!(!named_rows.is_empty(), "{predicate}");
+        assert_eq!(id_rows, named_rows, "{predicate}/{arity}");
+    }
+    // No name is in the engine's facts.
+    assert!(!u.engine_facts().contains(&u.people[0].name));
+}
