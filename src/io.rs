@@ -9,7 +9,6 @@
 //! `\n`.
 
 use crate::{Error, Result};
-use rayon::prelude::*;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 use sha2::{Digest, Sha256};
@@ -185,46 +184,122 @@ pub fn write_dir_atomic(
     files: &[(String, Vec<u8>)],
     replace: Option<&ReplaceCheck>,
 ) -> Result<()> {
-    let parent = parent_of(dir);
-    let file_name = name_of(dir)?;
-    fs::create_dir_all(&parent).map_err(io_error(format!("creating {}", parent.display())))?;
-    clean_leftovers(dir)?;
-    let exists = fs::symlink_metadata(dir).is_ok();
-    match (exists, replace) {
-        (true, None) => return Err(Error::Exists(dir.to_path_buf())),
-        (true, Some(check)) => check(dir)?,
-        (false, _) => {}
-    }
-    let pid = std::process::id();
-    let staging = parent.join(format!(".{file_name}.tmp-{pid}"));
-    let _ = fs::remove_dir_all(&staging);
-    let result = (|| {
+    let staged = StagedDir::new(dir, replace)?;
+    staged.write(files)?;
+    staged.commit()
+}
+
+/// A directory being written atomically ([`write_dir_atomic`] in steps, so that files known
+/// early can be written while the rest is still computed): files go to a temporary sibling
+/// directory, which replaces the target on [`StagedDir::commit`] and is removed if the
+/// `StagedDir` is dropped uncommitted.
+pub struct StagedDir {
+    dir: PathBuf,
+    parent: PathBuf,
+    file_name: String,
+    staging: PathBuf,
+    exists: bool,
+    committed: bool,
+}
+
+impl StagedDir {
+    /// Checks that `dir` may be written ([`write_dir_atomic`]'s rules for `replace`) and creates
+    /// the temporary directory.
+    pub fn new(dir: &Path, replace: Option<&ReplaceCheck>) -> Result<Self> {
+        let parent = parent_of(dir);
+        let file_name = name_of(dir)?;
+        fs::create_dir_all(&parent).map_err(io_error(format!("creating {}", parent.display())))?;
+        clean_leftovers(dir)?;
+        let exists = fs::symlink_metadata(dir).is_ok();
+        match (exists, replace) {
+            (true, None) => return Err(Error::Exists(dir.to_path_buf())),
+            (true, Some(check)) => check(dir)?,
+            (false, _) => {}
+        }
+        let pid = std::process::id();
+        let staging = parent.join(format!(".{file_name}.tmp-{pid}"));
+        let _ = fs::remove_dir_all(&staging);
         fs::create_dir(&staging).map_err(io_error(format!("creating {}", staging.display())))?;
-        // The files are written and synced side by side (each fsync waits on the disk).
-        files
-            .par_iter()
-            .try_for_each(|(name, bytes)| write_synced(&staging.join(name), bytes))?;
-        sync_dir(&staging);
+        Ok(StagedDir {
+            dir: dir.to_path_buf(),
+            parent,
+            file_name,
+            staging,
+            exists,
+            committed: false,
+        })
+    }
+
+    /// Writes and syncs `files` into the temporary directory, side by side (each fsync waits on
+    /// the disk).
+    pub fn write(&self, files: &[(String, Vec<u8>)]) -> Result<()> {
+        self.writer().write(files)
+    }
+
+    /// A handle that writes into the temporary directory from another thread; what it writes
+    /// is part of this directory (committed or removed with it).
+    pub fn writer(&self) -> StagingWriter {
+        StagingWriter(self.staging.clone())
+    }
+
+    /// Puts the temporary directory in place of the target.
+    pub fn commit(mut self) -> Result<()> {
+        let (dir, parent, staging) = (&self.dir, &self.parent, &self.staging);
+        sync_dir(staging);
         let rename_into = |from: &Path| {
             fs::rename(from, dir).map_err(io_error(format!("renaming into {}", dir.display())))
         };
-        if !exists {
-            return rename_into(&staging);
-        }
-        if exchange(&staging, dir).map_err(io_error(format!("replacing {}", dir.display())))? {
-            // `staging` now holds the old directory.
-            return remove_any(&staging);
-        }
-        let old = parent.join(format!(".{file_name}.old-{pid}"));
-        fs::rename(dir, &old).map_err(io_error(format!("moving aside {}", dir.display())))?;
-        rename_into(&staging)?;
-        remove_any(&old)
-    })();
-    if result.is_err() {
-        let _ = fs::remove_dir_all(&staging);
+        let result = if !self.exists {
+            rename_into(staging)
+        } else {
+            match exchange(staging, dir).map_err(io_error(format!("replacing {}", dir.display()))) {
+                // `staging` now holds the old directory.
+                Ok(true) => remove_any(staging),
+                Ok(false) => {
+                    let pid = std::process::id();
+                    let old = parent.join(format!(".{}.old-{pid}", self.file_name));
+                    fs::rename(dir, &old)
+                        .map_err(io_error(format!("moving aside {}", dir.display())))
+                        .and_then(|()| rename_into(staging))
+                        .and_then(|()| remove_any(&old))
+                }
+                Err(e) => Err(e),
+            }
+        };
+        // Committed or not, nothing is left to clean but what `Drop` removes on failure.
+        self.committed = result.is_ok();
+        sync_dir(parent);
+        result
     }
-    sync_dir(&parent);
-    result
+}
+
+/// Writes files into a [`StagedDir`]'s temporary directory ([`StagedDir::writer`]).
+#[derive(Debug, Clone)]
+pub struct StagingWriter(PathBuf);
+
+impl StagingWriter {
+    /// [`StagedDir::write`]: one thread per file (a dataset has a handful), not a rayon pool, so
+    /// it runs the same from any thread, a forked child's included.
+    pub fn write(&self, files: &[(String, Vec<u8>)]) -> Result<()> {
+        std::thread::scope(|scope| {
+            let threads: Vec<_> = files
+                .iter()
+                .map(|(name, bytes)| scope.spawn(move || write_synced(&self.0.join(name), bytes)))
+                .collect();
+            threads.into_iter().try_for_each(|t| {
+                t.join()
+                    .map_err(|_| Error::ThreadPanicked("writing a dataset file"))?
+            })
+        })
+    }
+}
+
+impl Drop for StagedDir {
+    fn drop(&mut self) {
+        if !self.committed {
+            let _ = fs::remove_dir_all(&self.staging);
+        }
+    }
 }
 
 /// The non-blank lines of `bytes`, each parsed as a `T`, with its 1-based line number.
@@ -372,5 +447,40 @@ mod tests {
         let err = write_dir_atomic(&dir, &[], None).unwrap_err();
         assert!(matches!(err, Error::Exists(_)), "{err:?}");
         std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    /// A staged directory written in steps (one file from another thread) appears whole on
+    /// commit; one dropped uncommitted leaves neither the target nor its staging directory.
+    #[test]
+    fn a_staged_directory_appears_whole_or_not_at_all() {
+        let root = std::env::temp_dir().join(format!("rulegym-staged-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&root);
+        let dir = root.join("data");
+        let staged = StagedDir::new(&dir, None).unwrap();
+        let writer = staged.writer();
+        std::thread::spawn(move || writer.write(&[("a".into(), b"early".to_vec())]))
+            .join()
+            .unwrap()
+            .unwrap();
+        staged.write(&[("b".into(), b"late".to_vec())]).unwrap();
+        assert!(!dir.exists(), "nothing under the target before the commit");
+        staged.commit().unwrap();
+        assert_eq!(std::fs::read(dir.join("a")).unwrap(), b"early");
+        assert_eq!(std::fs::read(dir.join("b")).unwrap(), b"late");
+        let other = root.join("other");
+        {
+            let staged = StagedDir::new(&other, None).unwrap();
+            staged.write(&[("a".into(), b"x".to_vec())]).unwrap();
+        }
+        let left: Vec<_> = std::fs::read_dir(&root)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().into_string().unwrap())
+            .collect();
+        assert_eq!(left, ["data"], "an uncommitted directory leaves nothing");
+        assert!(matches!(
+            StagedDir::new(&dir, None).map(|_| ()),
+            Err(Error::Exists(_))
+        ));
+        std::fs::remove_dir_all(&root).unwrap();
     }
 }

@@ -73,7 +73,7 @@ pub struct Args {
     quiet: bool,
 }
 
-/// Runs `rulegym generate`: [`dataset::build_observed`] with a spinner per stage (unless
+/// Runs `rulegym generate`: [`dataset::build_and_write`] with a spinner per stage (unless
 /// quiet), then the atomic write.
 pub fn run(args: Args) -> Result<()> {
     let preset = args.preset.as_deref().map(Preset::named).transpose()?;
@@ -124,7 +124,7 @@ pub fn run(args: Args) -> Result<()> {
     }
     dataset::check_output(&args.out, args.force)?;
     let mut bar = ProgressBar::hidden();
-    let data = dataset::build_observed(&config, &mut |event| match event {
+    let data = dataset::build_and_write(&config, &args.out, args.force, &mut |event| match event {
         BuildEvent::Started(stage) if !quiet => {
             bar = ProgressBar::new_spinner().with_message(stage.name());
             bar.set_style(
@@ -140,10 +140,7 @@ pub fn run(args: Args) -> Result<()> {
     });
     bar.finish_and_clear();
     let data = data?;
-    let start = Instant::now();
-    data.write(&args.out, args.force)?;
     if !quiet {
-        eprintln!("write: {:.2} s", start.elapsed().as_secs_f64());
         eprint!("{}", question::balance::grid(&data.questions));
         let total = data.report.total();
         eprintln!(

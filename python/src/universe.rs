@@ -126,8 +126,7 @@ pub(crate) fn generate_dataset(
     let qcfg = question_config(py, &ucfg, questions)?;
     py.allow_threads(|| -> rulegym::Result<usize> {
         let config = rulegym::dataset::BuildConfig::new(ucfg, Some(qcfg));
-        let data = rulegym::dataset::build(&config)?;
-        data.write(&out, force)?;
+        let data = rulegym::dataset::build_and_write(&config, &out, force, &mut |_| {})?;
         Ok(data.questions.len())
     })
     .map_err(err)

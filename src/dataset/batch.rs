@@ -17,7 +17,7 @@
 //! engine started once instead ([`Batch::zygote`]): the same bytes without
 //! the per-universe engine start.
 
-use super::build::{BuildConfig, Dataset, EngineLoad, assemble};
+use super::build::{Assembled, BuildConfig, Dataset, EngineLoad, Render, assemble};
 use crate::engine::Engine;
 use crate::universe::Universe;
 use crate::{Error, Result};
@@ -333,7 +333,11 @@ fn report(
 pub fn build_all(batch: &Batch) -> Result<Vec<Dataset>> {
     batch.validate()?;
     let mut worker = Worker::new(batch);
-    batch.seeds.seeds().map(|seed| worker.build(seed)).collect()
+    batch
+        .seeds
+        .seeds()
+        .map(|seed| Ok(worker.build(seed, Render::Later)?.dataset))
+        .collect()
 }
 
 /// A worker thread's state: its warm engine and how much that engine has loaded.
@@ -359,9 +363,10 @@ impl<'a> Worker<'a> {
     fn universe(&mut self, seed: u64, out: &Path, overwrite: bool) -> Result<Finished> {
         let start = Instant::now();
         let started_before = self.started;
-        let data = self.build(seed)?;
         let dir = Batch::dir(out, seed);
-        data.write(&dir, overwrite)?;
+        let check: &crate::io::ReplaceCheck = &super::check_replaceable;
+        let staged = crate::io::StagedDir::new(&dir, overwrite.then_some(check))?;
+        let data = self.build(seed, Render::Into(&staged))?.finish(staged)?;
         Ok(Finished {
             seed,
             dir,
@@ -376,7 +381,7 @@ impl<'a> Worker<'a> {
         })
     }
 
-    fn build(&mut self, seed: u64) -> Result<Dataset> {
+    fn build(&mut self, seed: u64, render: Render<'_>) -> Result<Assembled> {
         let config = self.batch.config_for(seed);
         let universe = Universe::generate(&config.universe)?;
         let facts = universe.engine_facts();
@@ -398,7 +403,7 @@ impl<'a> Worker<'a> {
         } else {
             EngineLoad::Replace(engines)
         };
-        let result = assemble(&config, universe, facts, load, &mut |_| {});
+        let result = assemble(&config, universe, facts, load, render, &mut |_| {});
         // An engine that failed may be in any state: the next universe gets a fresh one.
         if result.is_ok() {
             self.engine = Some(engine);

@@ -5,6 +5,7 @@
 
 use crate::corpus::{self, Article};
 use crate::engine::{Engine, EngineError, FACT_PREDICATES, Term, Var};
+use crate::io::StagedDir;
 use crate::question::{self, GenerationReport, Question, QuestionConfig};
 use crate::retrieval::{Document, EncoderChoice, IndexKind, SearchIndex};
 use crate::search::oracle::Certifier;
@@ -70,6 +71,8 @@ pub enum BuildStage {
     LoadAndSample,
     /// Verifying every question's answer on the engines.
     Verify,
+    /// Writing the dataset directory ([`build_and_write`] only).
+    Write,
 }
 
 impl BuildStage {
@@ -79,6 +82,7 @@ impl BuildStage {
             BuildStage::Universe => "universe",
             BuildStage::LoadAndSample => "engine load + articles + sampling",
             BuildStage::Verify => "questions verified by the engine",
+            BuildStage::Write => "write",
         }
     }
 }
@@ -143,6 +147,124 @@ pub fn build_observed(
     config: &BuildConfig,
     observe: &mut dyn FnMut(BuildEvent),
 ) -> Result<Dataset> {
+    Ok(build_assembled(config, Render::Later, observe)?.dataset)
+}
+
+/// [`build_observed`], then [`Dataset::write`] to `dir`, except that the files that do not
+/// depend on the questions (`facts.pl`, `articles.jsonl`, `people.jsonl`, the index) are
+/// rendered, hashed and written while the engine still loads the facts and verifies: the same
+/// bytes, sooner, and as atomic (a failed build leaves nothing under `dir`). Returns the
+/// dataset written.
+pub fn build_and_write(
+    config: &BuildConfig,
+    dir: &Path,
+    overwrite: bool,
+    observe: &mut dyn FnMut(BuildEvent),
+) -> Result<Dataset> {
+    let check: &crate::io::ReplaceCheck = &super::check_replaceable;
+    let staged = StagedDir::new(dir, overwrite.then_some(check))?;
+    let assembled = build_assembled(config, Render::Into(&staged), observe)?;
+    let done = stage(BuildStage::Write, observe);
+    let dataset = assembled.finish(staged)?;
+    done(observe);
+    Ok(dataset)
+}
+
+/// Whether [`assemble`] writes the universe's files while the engine loads the facts.
+#[derive(Clone, Copy)]
+pub(crate) enum Render<'a> {
+    /// Into this directory, while the engine loads and verifies ([`Assembled::finish`] writes
+    /// the rest).
+    Into(&'a StagedDir),
+    /// Not at all ([`Dataset::write`] renders them).
+    Later,
+}
+
+/// The universe's files being written on their own thread: joined by [`Writing::join`], or
+/// when dropped (an error elsewhere), so the directory they go to is never removed under them.
+struct Writing {
+    thread: Option<std::thread::JoinHandle<Result<()>>>,
+    /// (name, SHA-256) of each file written, for the manifest.
+    sha256: Vec<(String, String)>,
+}
+
+impl Writing {
+    /// Renders the universe's files and starts writing them into `staged`.
+    fn start(
+        universe: &Universe,
+        facts: &str,
+        articles: &[Article],
+        index: Option<&SearchIndex>,
+        staged: &StagedDir,
+    ) -> Result<Self> {
+        let rendered = super::render_universe(universe, facts, articles, index)?;
+        let writer = staged.writer();
+        let files = rendered.files;
+        let thread = std::thread::Builder::new()
+            .name("rulegym-write".into())
+            .spawn(move || writer.write(&files))
+            .map_err(crate::io::io_error("starting a writer thread"))?;
+        Ok(Writing {
+            thread: Some(thread),
+            sha256: rendered.sha256,
+        })
+    }
+
+    /// Waits for the files to be written.
+    fn join(mut self) -> Result<Vec<(String, String)>> {
+        let thread = self.thread.take().expect("joined once");
+        thread
+            .join()
+            .map_err(|_| Error::ThreadPanicked("dataset writer"))??;
+        Ok(std::mem::take(&mut self.sha256))
+    }
+}
+
+impl Drop for Writing {
+    fn drop(&mut self) {
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
+        }
+    }
+}
+
+/// A dataset as [`assemble`] leaves it: with its universe's files being written when asked
+/// for ([`Render::Into`]).
+pub(crate) struct Assembled {
+    /// The dataset.
+    pub(crate) dataset: Dataset,
+    writing: Option<Writing>,
+}
+
+impl Assembled {
+    /// Writes the rest of the dataset into `staged` (all of it unless [`Render::Into`] started
+    /// the universe's files there) and commits it; returns the dataset.
+    pub(crate) fn finish(self, staged: StagedDir) -> Result<Dataset> {
+        let Assembled { dataset, writing } = self;
+        let files = match writing {
+            Some(writing) => {
+                let sha256 = writing.join()?;
+                super::finish_files(
+                    &dataset.universe,
+                    &dataset.facts,
+                    dataset.articles.len(),
+                    &sha256,
+                    dataset.with_questions.then_some(&dataset.questions[..]),
+                )?
+            }
+            None => dataset.files()?,
+        };
+        staged.write(&files)?;
+        staged.commit()?;
+        Ok(dataset)
+    }
+}
+
+fn build_assembled(
+    config: &BuildConfig,
+    render: Render<'_>,
+    observe: &mut dyn FnMut(BuildEvent),
+) -> Result<Assembled> {
     config.validate()?;
     // Verification and the consult (~35 us per clause) are the critical path, so two verifiers
     // (one per core) halve the verification even for small sets: at 1,036 people and 380
@@ -175,6 +297,7 @@ pub fn build_observed(
             engines: starting,
             forks,
         },
+        render,
         observe,
     )
 }
@@ -196,22 +319,23 @@ pub(crate) enum EngineLoad<'a> {
 }
 
 /// Everything after the universe: the facts load into the engines while the articles render,
-/// the index is built and the questions are sampled; then the engines verify the questions.
-/// `config` is already validated.
+/// the index is built and the questions are sampled (and with [`Render::Early`] the universe's
+/// files are rendered); then the engines verify the questions. `config` is already validated.
 pub(crate) fn assemble(
     config: &BuildConfig,
     universe: Universe,
     engine_facts: String,
     load: EngineLoad<'_>,
+    render: Render<'_>,
     observe: &mut dyn FnMut(BuildEvent),
-) -> Result<Dataset> {
+) -> Result<Assembled> {
     let (shard, shards) = config.shard;
     let done = stage(BuildStage::LoadAndSample, observe);
     let (borrowed, forks): (&[Engine], usize) = match &load {
         EngineLoad::Starting { forks, .. } => (&[], *forks),
         EngineLoad::Consult(engines) | EngineLoad::Replace(engines) => (engines, 0),
     };
-    let (facts, articles, index, proposals, started) = std::thread::scope(|scope| {
+    let (facts, articles, index, proposals, writing, started) = std::thread::scope(|scope| {
         let facts = &engine_facts;
         let loading: Vec<_> = match load {
             EngineLoad::Starting { engines, .. } => engines
@@ -252,6 +376,17 @@ pub(crate) fn assemble(
                 question::propose_all(&universe, q, Some(&certifier))?.into_shard(shard, shards)?;
             Ok::<_, Error>((Some(std::sync::Arc::new(index)), Some(proposals)))
         })();
+        // What does not depend on the questions is written while the engine still loads.
+        let writing = match (&sampled, render) {
+            (Ok((index, _)), Render::Into(staged)) => Some(Writing::start(
+                &universe,
+                &named_facts,
+                &articles,
+                index.as_deref(),
+                staged,
+            )),
+            _ => None,
+        };
         let mut started = Vec::new();
         for l in loading {
             if let Some(engine) = l
@@ -262,7 +397,8 @@ pub(crate) fn assemble(
             }
         }
         let (index, proposals) = sampled?;
-        Ok::<_, Error>((named_facts, articles, index, proposals, started))
+        let writing = writing.transpose()?;
+        Ok::<_, Error>((named_facts, articles, index, proposals, writing, started))
     })?;
     done(observe);
     let engines = if started.is_empty() {
@@ -284,14 +420,17 @@ pub(crate) fn assemble(
         }
         None => (universe, (Vec::new(), GenerationReport::default())),
     };
-    Ok(Dataset {
-        universe,
-        facts,
-        articles,
-        questions,
-        index,
-        report,
-        with_questions: config.questions.is_some(),
+    Ok(Assembled {
+        dataset: Dataset {
+            universe,
+            facts,
+            articles,
+            questions,
+            index,
+            report,
+            with_questions: config.questions.is_some(),
+        },
+        writing,
     })
 }
 

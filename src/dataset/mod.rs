@@ -10,7 +10,9 @@ pub mod phantomwiki;
 mod zygote;
 
 pub use batch::{Batch, SeedRange};
-pub use build::{BuildConfig, BuildEvent, BuildStage, Dataset, build, build_observed};
+pub use build::{
+    BuildConfig, BuildEvent, BuildStage, Dataset, build, build_and_write, build_observed,
+};
 
 use crate::corpus::Article;
 use crate::question::Question;
@@ -105,6 +107,36 @@ pub fn universe_files(
     questions: Option<&[Question]>,
     index: Option<&SearchIndex>,
 ) -> Result<Vec<(String, Vec<u8>)>> {
+    let rendered = render_universe(universe, facts, articles, index)?;
+    let mut rest = finish_files(universe, facts, articles.len(), &rendered.sha256, questions)?;
+    let mut files = rendered.files;
+    // questions.jsonl after people.jsonl, the manifest last.
+    let manifest = rest.pop();
+    let at = files
+        .iter()
+        .position(|(name, _)| name == "people.jsonl")
+        .map_or(files.len(), |i| i + 1);
+    files.splice(at..at, rest);
+    files.extend(manifest);
+    Ok(files)
+}
+
+/// A universe's files rendered and hashed, before its questions and its manifest.
+pub(crate) struct RenderedUniverse {
+    /// (name, bytes) in the order [`universe_files`] lists them.
+    pub(crate) files: Vec<(String, Vec<u8>)>,
+    /// (name, SHA-256) of each.
+    pub(crate) sha256: Vec<(String, String)>,
+}
+
+/// Renders and hashes `facts.pl`, `articles.jsonl`, `people.jsonl` and the index (the files
+/// that do not depend on the questions), so a build can do it while its engine verifies.
+pub(crate) fn render_universe(
+    universe: &Universe,
+    facts: &str,
+    articles: &[Article],
+    index: Option<&SearchIndex>,
+) -> Result<RenderedUniverse> {
     // Each file is rendered and hashed on its own (rayon): the bytes do not depend on the
     // threads, and at 10K people the index and the articles are ~38 MB.
     type Render<'a> = Box<dyn Fn() -> Result<Vec<u8>> + Send + Sync + 'a>;
@@ -121,12 +153,6 @@ pub fn universe_files(
             Box::new(|| crate::io::jsonl_bytes(person_records(universe))),
         ),
     ];
-    if let Some(questions) = questions {
-        renders.push((
-            "questions.jsonl",
-            Box::new(move || crate::io::jsonl_bytes(questions)),
-        ));
-    }
     if let Some(index) = index {
         renders.push((INDEX_FILE, Box::new(move || Ok(index.to_bytes()))));
     }
@@ -142,10 +168,29 @@ pub fn universe_files(
         .iter()
         .map(|(name, _, hash)| (name.clone(), hash.clone()))
         .collect();
-    let mut files: Vec<(String, Vec<u8>)> = rendered
+    let files = rendered
         .into_iter()
         .map(|(name, bytes, _)| (name, bytes))
         .collect();
+    Ok(RenderedUniverse { files, sha256 })
+}
+
+/// The files that follow a universe's rendered files (`sha256`: their names and hashes):
+/// `questions.jsonl` when questions were asked for, then the manifest, which hashes them all.
+pub(crate) fn finish_files(
+    universe: &Universe,
+    facts: &str,
+    articles: usize,
+    sha256: &[(String, String)],
+    questions: Option<&[Question]>,
+) -> Result<Vec<(String, Vec<u8>)>> {
+    let mut sha256: BTreeMap<String, String> = sha256.iter().cloned().collect();
+    let mut files = Vec::new();
+    if let Some(questions) = questions {
+        let bytes = crate::io::jsonl_bytes(questions)?;
+        sha256.insert("questions.jsonl".to_owned(), crate::io::sha256_hex(&bytes));
+        files.push(("questions.jsonl".to_owned(), bytes));
+    }
     let friendships: usize = universe
         .people
         .iter()
@@ -161,7 +206,7 @@ pub fn universe_files(
     let counts = BTreeMap::from([
         ("people".to_owned(), universe.people.len() as u64),
         ("trees".to_owned(), trees as u64),
-        ("articles".to_owned(), articles.len() as u64),
+        ("articles".to_owned(), articles as u64),
         ("friendships".to_owned(), friendships as u64),
         (
             "questions".to_owned(),

@@ -12,7 +12,7 @@
 //! half-written dataset.
 
 use super::batch::{Batch, BatchEvent, EngineSource, Finished};
-use super::build::{EngineLoad, assemble};
+use super::build::{EngineLoad, Render, assemble};
 use crate::engine::{Engine, child};
 use crate::universe::Universe;
 use crate::{Error, Result};
@@ -121,6 +121,8 @@ fn build_in_child(
         .build()
         .map_err(|e| Error::Config(format!("starting a thread pool in a forked child: {e}")))?;
     pool.install(|| {
+        let check: &crate::io::ReplaceCheck = &super::check_replaceable;
+        let staged = crate::io::StagedDir::new(dir, overwrite.then_some(check))?;
         let universe = Universe::generate(&config.universe)?;
         let engine_facts = universe.engine_facts();
         let data = assemble(
@@ -128,9 +130,10 @@ fn build_in_child(
             universe,
             engine_facts,
             EngineLoad::Consult(std::slice::from_ref(engine)),
+            Render::Into(&staged),
             &mut |_| {},
-        )?;
-        data.write(dir, overwrite)?;
+        )?
+        .finish(staged)?;
         Ok((data.universe.people.len(), data.questions.len()))
     })
 }

@@ -311,7 +311,12 @@ fn batched_evaluation_equals_one_query_at_a_time() {
         .collect();
     assert!(plans.len() > 100, "{} questions", plans.len());
     // A query with no answer: the father of someone who has no parents.
-    let orphan = w.universe.people.iter().find(|p| p.parents.is_empty()).unwrap();
+    let orphan = w
+        .universe
+        .people
+        .iter()
+        .find(|p| p.parents.is_empty())
+        .unwrap();
     let nobody = rulegym::question::Chain {
         anchor: rulegym::question::Anchor::Name(orphan.name.clone()),
         steps: vec![rulegym::question::ChainStep::Hop("father".into())],
