@@ -9,6 +9,8 @@
 %%       Parents is [] or [Father, Mother]; Children in birth order; Friends stored both ways
 %%   with_job(Job, [Person, ...])   with_hobby(Hobby, [Person, ...])
 %%   with_dob(Year, [Dob-Person, ...])   dates of birth are nearly unique: grouped by year
+%% A date of birth is the atom 'YYYY-MM-DD' (facts.pl) or, in the engine's facts, the integer
+%% YYYYMMDD, which orders as the date does (its year: Dob // 10000).
 %% One clause per person: scryer's consult costs ~25 us per clause, more than the clause's size.
 %% The facts are static: consulting them as dynamic clauses takes ~20% longer.
 
@@ -31,7 +33,12 @@ gender(P, G) :- person(P, G, _, _, _, _, _, _).
 dob(P, D) :- person(P, _, D, _, _, _, _, _).
 job(P, J) :- person(P, _, _, J, _, _, _, _).
 hobby(P, H) :- person(P, _, _, _, H, _, _, _).
-has_dob(D, P) :- ( atom(D) -> dob_year(D, Y) ; true ), with_dob(Y, Ps), member(D-P, Ps).
+has_dob(D, P) :-
+    (   atom(D) -> dob_year(D, Y)
+    ;   integer(D) -> Y is D // 10000
+    ;   true
+    ),
+    with_dob(Y, Ps), member(D-P, Ps).
 has_job(J, P) :- with_job(J, Ps), member(P, Ps).
 has_hobby(H, P) :- with_hobby(H, Ps), member(P, Ps).
 

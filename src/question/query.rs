@@ -4,7 +4,7 @@
 
 use crate::engine::{Engine, Term, Value, Var, write_atom};
 use crate::relations::{Relation, relation};
-use crate::universe::{AttributeFact, PersonId, Universe};
+use crate::universe::{AttributeFact, PersonId, Universe, dob_code, dob_text};
 use serde::{Deserialize, Serialize};
 
 /// Where a chain starts.
@@ -64,6 +64,16 @@ impl Attr {
     /// The English noun ("occupation").
     pub fn noun(self) -> &'static str {
         self.fact().noun()
+    }
+
+    /// A value of this attribute as the engine holding `u` has it: a date of birth as its
+    /// [`dob_code`] when `u`'s dates are coded, any other value as an atom. (A date that is not
+    /// `YYYY-MM-DD` stays an atom, which no coded date equals: no one holds it.)
+    fn engine_value(self, value: &str, u: &Universe) -> Term {
+        match (self, dob_code(value)) {
+            (Attr::Dob, Some(code)) if u.dobs_coded() => Term::Int(code),
+            _ => Term::atom(value),
+        }
     }
 }
 
@@ -264,7 +274,10 @@ impl Chain {
             }
             Anchor::Attribute { attribute, value } => Term::compound(
                 "attribute",
-                [Term::atom(attribute.inverse()), Term::atom(value.as_str())],
+                [
+                    Term::atom(attribute.inverse()),
+                    attribute.engine_value(value, u),
+                ],
             ),
         };
         let steps = self
@@ -276,7 +289,7 @@ impl Chain {
                     "filter",
                     [
                         Term::atom(attribute.predicate()),
-                        Term::atom(value.as_str()),
+                        attribute.engine_value(value, u),
                     ],
                 ),
             })
@@ -366,9 +379,13 @@ impl Query {
         })
     }
 
-    /// Whether the answers are people (everything but attribute values and counts).
-    fn answers_people(&self) -> bool {
-        !matches!(self, Query::What(..) | Query::HowMany(..))
+    /// What the engine's answers are, for naming them back.
+    fn answer_kind(&self) -> AnswerKind {
+        match self {
+            Query::What(_, Attr::Dob) => AnswerKind::Dates,
+            Query::What(..) | Query::HowMany(..) => AnswerKind::Values,
+            _ => AnswerKind::People,
+        }
     }
 
     /// The goal the engine answers (`query_answer(Query, Answer)` over the query as data, see
@@ -383,14 +400,12 @@ impl Query {
     }
 
     /// Gold answers: the result of running [`Query::goal`] on an engine that holds `u` as
-    /// [`Universe::engine_facts`] (people by id); the people it answers are named from `u`.
+    /// [`Universe::engine_facts`] (people by id, dates coded); the people and dates it answers
+    /// are named from `u`.
     pub fn evaluate(&self, engine: &Engine, u: &Universe) -> crate::Result<Answers> {
         let (goal, answer) = self.goal(u)?;
         let rows = engine.query(&goal, std::slice::from_ref(&answer))?;
-        answers_of(
-            rows.iter().map(|row| &row[0]),
-            self.answers_people().then_some(u),
-        )
+        answers_of(rows.iter().map(|row| &row[0]), self.answer_kind(), u)
     }
 
     /// [`Query::evaluate`] for many queries in one engine call (scryer's fixed cost per query,
@@ -432,13 +447,10 @@ impl Query {
         items
             .iter()
             .zip(queries)
-            .map(|(solutions, q)| {
-                let people = q.answers_people().then_some(u);
-                match solutions {
-                    Value::List(items) => answers_of(items.iter(), people),
-                    Value::Atom(a) if a == "[]" => Ok(Vec::new()),
-                    other => Err(QueryError::Decode(format!("{other:?}")).into()),
-                }
+            .map(|(solutions, q)| match solutions {
+                Value::List(items) => answers_of(items.iter(), q.answer_kind(), u),
+                Value::Atom(a) if a == "[]" => Ok(Vec::new()),
+                other => Err(QueryError::Decode(format!("{other:?}")).into()),
             })
             .collect()
     }
@@ -618,11 +630,23 @@ impl Query {
     }
 }
 
+/// What a query's engine answers are.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum AnswerKind {
+    /// People, by id.
+    People,
+    /// Dates of birth, coded when the universe's are ([`dob_code`]).
+    Dates,
+    /// Attribute values or counts, as they are.
+    Values,
+}
+
 /// The answers of a query from its solutions' answer values (each a list of atoms or numbers),
-/// sorted and distinct; with `people`, the values are person ids, named from that universe.
+/// sorted and distinct; people (by id) and coded dates are named from `u`.
 fn answers_of<'a>(
     solutions: impl Iterator<Item = &'a Value>,
-    people: Option<&Universe>,
+    kind: AnswerKind,
+    u: &Universe,
 ) -> crate::Result<Answers> {
     let mut answers: Answers = Vec::new();
     for solution in solutions {
@@ -634,14 +658,18 @@ fn answers_of<'a>(
             other => return Err(QueryError::Decode(format!("{other:?}")).into()),
         };
         for item in &items {
-            answers.push(match (item, people) {
-                (Value::Int(id), Some(u)) => usize::try_from(*id)
+            answers.push(match (item, kind) {
+                (Value::Int(id), AnswerKind::People) => usize::try_from(*id)
                     .ok()
                     .and_then(|id| u.people.get(id))
                     .map(|p| p.name.clone())
                     .ok_or_else(|| QueryError::Decode(format!("no person with id {id}")))?,
-                (Value::Atom(a) | Value::Str(a), None) => a.clone(),
-                (Value::Int(n), None) => n.to_string(),
+                (Value::Int(code), AnswerKind::Dates) if u.dobs_coded() => dob_text(*code)
+                    .ok_or_else(|| QueryError::Decode(format!("no date with code {code}")))?,
+                (Value::Atom(a) | Value::Str(a), AnswerKind::Values | AnswerKind::Dates) => {
+                    a.clone()
+                }
+                (Value::Int(n), AnswerKind::Values) => n.to_string(),
                 (other, _) => return Err(QueryError::Decode(format!("{other:?}")).into()),
             });
         }
@@ -801,5 +829,57 @@ mod tests {
             .collect::<std::collections::BTreeSet<_>>()
             .len()
             == texts.len()
+    }
+
+    /// Dates of birth reach the engine as integers when every one is `YYYY-MM-DD`, and as the
+    /// atoms `facts.pl` has otherwise (an imported universe may write them differently); either
+    /// way dates are asked about, anchored on, filtered on and compared exactly as the native
+    /// evaluator does.
+    #[test]
+    fn dates_are_coded_only_when_every_one_is_yyyy_mm_dd() {
+        let config = UniverseConfig {
+            num_family_trees: 4,
+            seed: 3,
+            ..UniverseConfig::default()
+        };
+        let coded = Universe::generate(&config).unwrap();
+        let mut uncoded = Universe::generate(&config).unwrap();
+        // Still in date order, no longer YYYY-MM-DD.
+        uncoded.people[0].dob.push('~');
+        assert!(coded.dobs_coded() && !uncoded.dobs_coded());
+        for u in [&coded, &uncoded] {
+            let engine = Engine::with_facts(&u.engine_facts()).unwrap();
+            let people = u.people.len() as PersonId;
+            for p in (0..people).step_by(5) {
+                let q = (p * 7 + 3) % people;
+                let dob = u.person(p).dob.clone();
+                let by_date = Chain {
+                    anchor: Anchor::Attribute {
+                        attribute: Attr::Dob,
+                        value: dob.clone(),
+                    },
+                    steps: vec![ChainStep::Filter {
+                        attribute: Attr::Dob,
+                        value: dob.clone(),
+                    }],
+                };
+                for query in [
+                    Query::What(name(u, p), Attr::Dob),
+                    Query::What(hop(name(u, q), "parent"), Attr::Dob),
+                    Query::Who(by_date.clone()),
+                    Query::Older(name(u, p), name(u, q)),
+                    Query::Oldest(name(u, q), "sibling".to_owned()),
+                ] {
+                    let gold = query.evaluate(&engine, u).unwrap();
+                    assert_eq!(gold, query.evaluate_native(u).unwrap(), "{query:?}");
+                }
+                assert_eq!(
+                    Query::What(name(u, p), Attr::Dob)
+                        .evaluate(&engine, u)
+                        .unwrap(),
+                    [dob]
+                );
+            }
+        }
     }
 }

@@ -75,11 +75,36 @@ pub fn dob_year(dob: &str) -> &str {
     dob.split_once('-').map_or(dob, |(year, _)| year)
 }
 
-/// One argument of a fact: an atom, or a person's id (an integer).
+/// A `YYYY-MM-DD` date of birth as the integer `YYYYMMDD`, how the engine holds it
+/// ([`Universe::engine_facts`]): integers order as the dates do, and no date enters scryer's atom
+/// table. `None` for any other text.
+pub fn dob_code(dob: &str) -> Option<i64> {
+    let b = dob.as_bytes();
+    let digits = |r: std::ops::Range<usize>| b[r].iter().all(u8::is_ascii_digit);
+    (b.len() == 10 && b[4] == b'-' && b[7] == b'-' && digits(0..4) && digits(5..7) && digits(8..10))
+        .then(|| {
+            let n = |r: std::ops::Range<usize>| dob[r].parse::<i64>().expect("digits");
+            n(0..4) * 10_000 + n(5..7) * 100 + n(8..10)
+        })
+}
+
+/// The date of birth [`dob_code`] made `code` from; `None` if no date makes it.
+pub fn dob_text(code: i64) -> Option<String> {
+    (0..100_000_000).contains(&code).then(|| {
+        format!(
+            "{:04}-{:02}-{:02}",
+            code / 10_000,
+            code / 100 % 100,
+            code % 100
+        )
+    })
+}
+
+/// One argument of a fact: an atom, or an integer (a person's id, a date's code).
 #[derive(Clone, Copy)]
 enum Arg<'a> {
     Atom(&'a str),
-    Id(u32),
+    Int(i64),
 }
 
 impl Arg<'_> {
@@ -88,18 +113,18 @@ impl Arg<'_> {
             // Names never contain NUL: they come from the embedded vocabularies, so quoting
             // cannot fail.
             Arg::Atom(text) => write_atom(text, out).expect("universe text never contains NUL"),
-            Arg::Id(id) => {
+            Arg::Int(n) => {
                 use std::fmt::Write;
-                let _ = write!(out, "{id}");
+                let _ = write!(out, "{n}");
             }
         }
     }
 }
 
-/// A list argument of a fact: atoms or ids, or `Dob-Person` pairs.
+/// A list argument of a fact: atoms or integers, or `Dob-Person` pairs.
 enum List<'a> {
     Args(&'a [Arg<'a>]),
-    Pairs(&'a [(&'a str, Arg<'a>)]),
+    Pairs(&'a [(Arg<'a>, Arg<'a>)]),
 }
 
 /// How a fact names a person: by name (`facts.pl`, for people and other Prologs) or by id
@@ -127,8 +152,9 @@ impl<'a> FactsWriter<'a> {
         }
     }
 
-    /// A writer of the same facts with every person written as their id, an integer: the form
-    /// rulegym's engine holds ([`Universe::engine_facts`]).
+    /// A writer of the same facts with every person written as their id, an integer, and, when
+    /// every date of birth is `YYYY-MM-DD`, every date as its [`dob_code`]: the form rulegym's
+    /// engine holds ([`Universe::engine_facts`]).
     pub fn by_id(universe: &'a Universe) -> Self {
         FactsWriter {
             universe,
@@ -169,7 +195,7 @@ impl<'a> FactsWriter<'a> {
                         if i > 0 {
                             out.push(',');
                         }
-                        Arg::Atom(value).write(out);
+                        value.write(out);
                         out.push('-');
                         item.write(out);
                     }
@@ -194,7 +220,13 @@ impl<'a> FactsWriter<'a> {
         let keys = self.keys;
         let key = |id: u32| match keys {
             Keys::Names => Arg::Atom(people[id as usize].name.as_str()),
-            Keys::Ids => Arg::Id(id),
+            Keys::Ids => Arg::Int(id.into()),
+        };
+        let coded = keys == Keys::Ids && self.universe.dobs_coded();
+        // A date of birth, and the year `with_dob` groups it under.
+        let date = |dob: &'a str| match dob_code(dob) {
+            Some(code) if coded => (Arg::Int(code), Arg::Int(code / 10_000)),
+            _ => (Arg::Atom(dob), Arg::Atom(dob_year(dob))),
         };
         let keyed = |ids: &[u32]| -> Vec<Arg> { ids.iter().map(|&id| key(id)).collect() };
         self.out.push_str(match keys {
@@ -206,7 +238,8 @@ impl<'a> FactsWriter<'a> {
             }
         });
         for (id, p) in people.iter().enumerate() {
-            let values = AttributeFact::ALL.map(|a| Arg::Atom(a.value(p)));
+            let mut values = AttributeFact::ALL.map(|a| Arg::Atom(a.value(p)));
+            values[0] = date(&p.dob).0;
             let (parents, children, friends) =
                 (keyed(&p.parents), keyed(&p.children), keyed(&p.friends));
             Self::clause_with_lists(
@@ -237,18 +270,14 @@ impl<'a> FactsWriter<'a> {
                 .collect();
             rows.sort_by(|a, b| (a.0, a.1).cmp(&(b.0, b.1)));
             for group in rows.chunk_by(|a, b| a.0 == b.0) {
-                let pairs: Vec<(&str, Arg)> = group.iter().map(|&(_, v, p)| (v, key(p))).collect();
+                let pairs: Vec<(Arg, Arg)> =
+                    group.iter().map(|&(_, v, p)| (date(v).0, key(p))).collect();
                 let holders: Vec<Arg> = group.iter().map(|&(_, _, p)| key(p)).collect();
-                let list = match attribute {
-                    AttributeFact::Dob => List::Pairs(&pairs),
-                    _ => List::Args(&holders),
+                let (list, group_key) = match attribute {
+                    AttributeFact::Dob => (List::Pairs(&pairs), date(group[0].1).1),
+                    _ => (List::Args(&holders), Arg::Atom(group[0].0)),
                 };
-                Self::clause_with_lists(
-                    &mut self.out,
-                    predicate,
-                    &[Arg::Atom(group[0].0)],
-                    &[list],
-                );
+                Self::clause_with_lists(&mut self.out, predicate, &[group_key], &[list]);
             }
         }
         self.out

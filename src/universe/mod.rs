@@ -14,7 +14,7 @@ mod trees;
 pub(crate) mod vocab;
 
 pub use config::UniverseConfig;
-pub use facts::{AttributeFact, FactsWriter};
+pub use facts::{AttributeFact, FactsWriter, dob_code, dob_text};
 
 /// Days since 1970-01-01 of an ISO `YYYY-MM-DD` date (proleptic Gregorian); `None` if malformed.
 pub fn iso_to_days(iso: &str) -> Option<i64> {
@@ -145,6 +145,8 @@ impl PartialEq for Universe {
 struct Lookup {
     names: std::collections::HashMap<String, PersonId>,
     holders: std::collections::HashMap<(AttributeFact, String), Vec<PersonId>>,
+    /// Every date of birth is `YYYY-MM-DD` ([`facts::dob_code`]).
+    dobs_coded: bool,
 }
 
 impl Universe {
@@ -307,7 +309,13 @@ impl Universe {
 
     fn lookup(&self) -> &Lookup {
         self.lookup.get_or_init(|| {
-            let mut lookup = Lookup::default();
+            let mut lookup = Lookup {
+                dobs_coded: self
+                    .people
+                    .iter()
+                    .all(|p| facts::dob_code(&p.dob).is_some()),
+                ..Lookup::default()
+            };
             for (i, p) in self.people.iter().enumerate() {
                 lookup.names.insert(p.name.clone(), i as PersonId);
                 for a in [AttributeFact::Dob, AttributeFact::Job, AttributeFact::Hobby] {
@@ -364,7 +372,14 @@ impl Universe {
         FactsWriter::new(self).write()
     }
 
-    /// The same facts with every person written as their id (an integer), the form rulegym's
+    /// Whether every date of birth is `YYYY-MM-DD`, so the engine holds them as integers
+    /// ([`facts::dob_code`]; otherwise as the atoms `facts.pl` has).
+    pub fn dobs_coded(&self) -> bool {
+        self.lookup().dobs_coded
+    }
+
+    /// The same facts with every person written as their id (an integer) and every date of
+    /// birth as its [`facts::dob_code`] (when [`Universe::dobs_coded`]), the form rulegym's
     /// engine holds: typed queries name their anchors by id and the answers are named back
     /// ([`crate::question::Query::evaluate`]). Loading integers instead of names halves the
     /// consult at 10K people: no name enters scryer's atom table, whose every new atom copies

@@ -521,25 +521,29 @@ fn facts_load_in_swi_prolog_with_the_same_rule_base() {
     );
 }
 
-/// The facts the engine holds (`Universe::engine_facts`, people by id) are the dataset's facts
-/// (`facts.pl`, people by name) with every person written as their id: every stored clause of
-/// both, loaded into two engines and read back, is the same once ids are named.
+/// The facts the engine holds (`Universe::engine_facts`: people by id, dates as `YYYYMMDD`) are
+/// the dataset's facts (`facts.pl`: people by name, dates as atoms) written differently: every
+/// stored clause of both, loaded into two engines and read back, is the same once ids are named
+/// and dates written out.
 #[test]
 fn engine_facts_are_the_named_facts_with_people_by_id() {
     let u = Universe::generate(&small(5, 25)).unwrap();
+    assert!(u.dobs_coded());
     let by_name = Engine::with_facts(&u.facts()).unwrap();
     let by_id = Engine::with_facts(&u.engine_facts()).unwrap();
-    // Names every person id in a value (dates, values and names stay as they are).
-    fn named(u: &Universe, v: &Value) -> Value {
-        match v {
-            Value::Int(id) => Value::Atom(u.people[*id as usize].name.clone()),
-            Value::List(items) => Value::List(items.iter().map(|i| named(u, i)).collect()),
-            Value::Compound(f, args) => {
-                Value::Compound(f.clone(), args.iter().map(|a| named(u, a)).collect())
-            }
-            other => other.clone(),
-        }
-    }
+    let person = |v: &Value| match v {
+        Value::Int(id) => Value::Atom(u.people[*id as usize].name.clone()),
+        other => panic!("not a person id: {other:?}"),
+    };
+    let date = |v: &Value| match v {
+        Value::Int(code) => Value::Atom(rulegym::universe::dob_text(*code).unwrap()),
+        other => panic!("not a date code: {other:?}"),
+    };
+    let people = |v: &Value| match v {
+        Value::List(items) => Value::List(items.iter().map(person).collect()),
+        Value::Atom(nil) if nil == "[]" => v.clone(),
+        other => panic!("not a list: {other:?}"),
+    };
     for (predicate, arity) in rulegym::engine::FACT_PREDICATES {
         let vars: Vec<Var> = (0..*arity).map(Var::numbered).collect();
         let goal = Term::compound(*predicate, vars.iter().map(Term::var));
@@ -547,23 +551,43 @@ fn engine_facts_are_the_named_facts_with_people_by_id() {
         let named_rows: Vec<Vec<Value>> = rows(&by_name);
         let id_rows: Vec<Vec<Value>> = rows(&by_id)
             .iter()
-            .map(|row| {
-                let mut row = row.clone();
-                // A person clause's key is an id; a with_* clause's key is a value.
-                if *predicate == "person" {
-                    row[0] = named(&u, &row[0]);
-                }
-                row[1..].iter_mut().for_each(|v| {
-                    if matches!(v, Value::List(_)) {
-                        *v = named(&u, v);
+            .map(|row| match *predicate {
+                "person" => {
+                    let mut row = row.clone();
+                    row[0] = person(&row[0]);
+                    row[2] = date(&row[2]);
+                    for list in &mut row[5..] {
+                        *list = people(list);
                     }
-                });
-                row
+                    row
+                }
+                "with_dob" => {
+                    let Value::Int(year) = row[0] else {
+                        panic!("{row:?}")
+                    };
+                    let Value::List(pairs) = &row[1] else {
+                        panic!("{row:?}")
+                    };
+                    let pairs = pairs
+                        .iter()
+                        .map(|pair| match pair {
+                            Value::Compound(dash, args) => Value::Compound(
+                                dash.clone(),
+                                vec![date(&args[0]), person(&args[1])],
+                            ),
+                            other => panic!("{other:?}"),
+                        })
+                        .collect();
+                    vec![Value::Atom(format!("{year:04}")), Value::List(pairs)]
+                }
+                _ => vec![row[0].clone(), people(&row[1])],
             })
             .collect();
         assert!(!named_rows.is_empty(), "{predicate}");
         assert_eq!(id_rows, named_rows, "{predicate}/{arity}");
     }
-    // No name is in the engine's facts.
-    assert!(!u.engine_facts().contains(&u.people[0].name));
+    // No name and no date is in the engine's facts.
+    let engine_facts = u.engine_facts();
+    assert!(!engine_facts.contains(&u.people[0].name));
+    assert!(!engine_facts.contains(&u.people[0].dob));
 }
