@@ -286,10 +286,26 @@ impl StagingWriter {
                 .iter()
                 .map(|(name, bytes)| scope.spawn(move || write_synced(&self.0.join(name), bytes)))
                 .collect();
-            threads.into_iter().try_for_each(|t| {
-                t.join()
-                    .map_err(|_| Error::ThreadPanicked("writing a dataset file"))?
-            })
+            Self::join(threads)
+        })
+    }
+
+    /// [`StagingWriter::write`], each file's bytes freed as soon as that file is written (a
+    /// build writing early holds less at once).
+    pub fn write_owned(&self, files: Vec<(String, Vec<u8>)>) -> Result<()> {
+        std::thread::scope(|scope| {
+            let threads: Vec<_> = files
+                .into_iter()
+                .map(|(name, bytes)| scope.spawn(move || write_synced(&self.0.join(name), &bytes)))
+                .collect();
+            Self::join(threads)
+        })
+    }
+
+    fn join(threads: Vec<std::thread::ScopedJoinHandle<'_, Result<()>>>) -> Result<()> {
+        threads.into_iter().try_for_each(|t| {
+            t.join()
+                .map_err(|_| Error::ThreadPanicked("writing a dataset file"))?
         })
     }
 }

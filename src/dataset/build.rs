@@ -202,7 +202,7 @@ impl Writing {
         let files = rendered.files;
         let thread = std::thread::Builder::new()
             .name("rulegym-write".into())
-            .spawn(move || writer.write(&files))
+            .spawn(move || writer.write_owned(files))
             .map_err(crate::io::io_error("starting a writer thread"))?;
         Ok(Writing {
             thread: Some(thread),
