@@ -232,14 +232,21 @@ impl StagedDir {
 
     /// Writes and syncs `files` into the temporary directory, side by side (each fsync waits on
     /// the disk).
+    /// One thread per file (a dataset has a handful), not a rayon pool, so it runs the same
+    /// from any thread, a forked child's included.
     pub fn write(&self, files: &[(String, Vec<u8>)]) -> Result<()> {
-        self.writer().write(files)
-    }
-
-    /// A handle that writes into the temporary directory from another thread; what it writes
-    /// is part of this directory (committed or removed with it).
-    pub fn writer(&self) -> StagingWriter {
-        StagingWriter(self.staging.clone())
+        std::thread::scope(|scope| {
+            let threads: Vec<_> = files
+                .iter()
+                .map(|(name, bytes)| {
+                    scope.spawn(move || write_synced(&self.staging.join(name), bytes))
+                })
+                .collect();
+            threads.into_iter().try_for_each(|t| {
+                t.join()
+                    .map_err(|_| Error::ThreadPanicked("writing a dataset file"))?
+            })
+        })
     }
 
     /// Puts the temporary directory in place of the target.
@@ -273,40 +280,47 @@ impl StagedDir {
     }
 }
 
-/// Writes files into a [`StagedDir`]'s temporary directory ([`StagedDir::writer`]).
-#[derive(Debug, Clone)]
-pub struct StagingWriter(PathBuf);
+impl StagedDir {
+    /// Writes the file `name` as `render` writes it, straight to disk (no copy of it in
+    /// memory), and syncs it; returns its SHA-256, as [`sha256_hex`] of the same bytes.
+    pub fn stream(
+        &self,
+        name: &str,
+        render: impl FnOnce(&mut dyn Write) -> Result<()>,
+    ) -> Result<String> {
+        let path = self.staging.join(name);
+        let file =
+            fs::File::create(&path).map_err(io_error(format!("creating {}", path.display())))?;
+        let mut out = Sha256Writer {
+            inner: std::io::BufWriter::with_capacity(1 << 20, file),
+            hasher: Sha256::new(),
+        };
+        render(&mut out)?;
+        let Sha256Writer { inner, hasher } = out;
+        let file = inner
+            .into_inner()
+            .map_err(|e| io_error(format!("writing {}", path.display()))(e.into_error()))?;
+        file.sync_all()
+            .map_err(io_error(format!("syncing {}", path.display())))?;
+        Ok(hex::encode(hasher.finalize()))
+    }
+}
 
-impl StagingWriter {
-    /// [`StagedDir::write`]: one thread per file (a dataset has a handful), not a rayon pool, so
-    /// it runs the same from any thread, a forked child's included.
-    pub fn write(&self, files: &[(String, Vec<u8>)]) -> Result<()> {
-        std::thread::scope(|scope| {
-            let threads: Vec<_> = files
-                .iter()
-                .map(|(name, bytes)| scope.spawn(move || write_synced(&self.0.join(name), bytes)))
-                .collect();
-            Self::join(threads)
-        })
+/// A writer that hashes what passes through it ([`StagedDir::stream`]).
+struct Sha256Writer<W> {
+    inner: W,
+    hasher: Sha256,
+}
+
+impl<W: Write> Write for Sha256Writer<W> {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        let n = self.inner.write(buf)?;
+        self.hasher.update(&buf[..n]);
+        Ok(n)
     }
 
-    /// [`StagingWriter::write`], each file's bytes freed as soon as that file is written (a
-    /// build writing early holds less at once).
-    pub fn write_owned(&self, files: Vec<(String, Vec<u8>)>) -> Result<()> {
-        std::thread::scope(|scope| {
-            let threads: Vec<_> = files
-                .into_iter()
-                .map(|(name, bytes)| scope.spawn(move || write_synced(&self.0.join(name), &bytes)))
-                .collect();
-            Self::join(threads)
-        })
-    }
-
-    fn join(threads: Vec<std::thread::ScopedJoinHandle<'_, Result<()>>>) -> Result<()> {
-        threads.into_iter().try_for_each(|t| {
-            t.join()
-                .map_err(|_| Error::ThreadPanicked("writing a dataset file"))?
-        })
+    fn flush(&mut self) -> std::io::Result<()> {
+        self.inner.flush()
     }
 }
 
@@ -402,14 +416,24 @@ pub fn read_jsonl<T: DeserializeOwned>(path: &Path) -> Result<Vec<T>> {
 /// Serialises `items` as JSONL bytes.
 pub fn jsonl_bytes<T: Serialize>(items: impl IntoIterator<Item = T>) -> Result<Vec<u8>> {
     let mut out = Vec::new();
+    write_jsonl_to(&mut out, items)?;
+    Ok(out)
+}
+
+/// Writes `items` to `out` as JSONL (the bytes [`jsonl_bytes`] makes).
+pub fn write_jsonl_to<T: Serialize>(
+    out: &mut dyn Write,
+    items: impl IntoIterator<Item = T>,
+) -> Result<()> {
     for item in items {
-        serde_json::to_writer(&mut out, &item).map_err(|source| Error::Json {
+        serde_json::to_writer(&mut *out, &item).map_err(|source| Error::Json {
             context: "serialising a JSONL record".into(),
             source,
         })?;
-        out.push(b'\n');
+        out.write_all(b"\n")
+            .map_err(io_error("writing a JSONL record"))?;
     }
-    Ok(out)
+    Ok(())
 }
 
 /// Writes `items` as a JSONL file, atomically.
@@ -465,19 +489,22 @@ mod tests {
         std::fs::remove_dir_all(&dir).unwrap();
     }
 
-    /// A staged directory written in steps (one file from another thread) appears whole on
-    /// commit; one dropped uncommitted leaves neither the target nor its staging directory.
+    /// A staged directory written in steps (one file streamed, hashed as it is written) appears
+    /// whole on commit; one dropped uncommitted leaves neither the target nor its staging directory.
     #[test]
     fn a_staged_directory_appears_whole_or_not_at_all() {
         let root = std::env::temp_dir().join(format!("rulegym-staged-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&root);
         let dir = root.join("data");
         let staged = StagedDir::new(&dir, None).unwrap();
-        let writer = staged.writer();
-        std::thread::spawn(move || writer.write(&[("a".into(), b"early".to_vec())]))
-            .join()
-            .unwrap()
+        let hash = staged
+            .stream("a", |out: &mut dyn Write| {
+                out.write_all(b"ear")
+                    .and_then(|()| out.write_all(b"ly"))
+                    .map_err(io_error("t"))
+            })
             .unwrap();
+        assert_eq!(hash, sha256_hex(b"early"));
         staged.write(&[("b".into(), b"late".to_vec())]).unwrap();
         assert!(!dir.exists(), "nothing under the target before the commit");
         staged.commit().unwrap();

@@ -180,78 +180,28 @@ pub(crate) enum Render<'a> {
     Later,
 }
 
-/// The universe's files being written on their own thread: joined by [`Writing::join`], or
-/// when dropped (an error elsewhere), so the directory they go to is never removed under them.
-struct Writing {
-    thread: Option<std::thread::JoinHandle<Result<()>>>,
-    /// (name, SHA-256) of each file written, for the manifest.
-    sha256: Vec<(String, String)>,
-}
-
-impl Writing {
-    /// Renders the universe's files and starts writing them into `staged`.
-    fn start(
-        universe: &Universe,
-        facts: &str,
-        articles: &[Article],
-        index: Option<&SearchIndex>,
-        staged: &StagedDir,
-    ) -> Result<Self> {
-        let rendered = super::render_universe(universe, facts, articles, index)?;
-        let writer = staged.writer();
-        let files = rendered.files;
-        let thread = std::thread::Builder::new()
-            .name("rulegym-write".into())
-            .spawn(move || writer.write_owned(files))
-            .map_err(crate::io::io_error("starting a writer thread"))?;
-        Ok(Writing {
-            thread: Some(thread),
-            sha256: rendered.sha256,
-        })
-    }
-
-    /// Waits for the files to be written.
-    fn join(mut self) -> Result<Vec<(String, String)>> {
-        let thread = self.thread.take().expect("joined once");
-        thread
-            .join()
-            .map_err(|_| Error::ThreadPanicked("dataset writer"))??;
-        Ok(std::mem::take(&mut self.sha256))
-    }
-}
-
-impl Drop for Writing {
-    fn drop(&mut self) {
-        if let Some(thread) = self.thread.take() {
-            let _ = thread.join();
-        }
-    }
-}
-
-/// A dataset as [`assemble`] leaves it: with its universe's files being written when asked
+/// A dataset as [`assemble`] leaves it: with its universe's files already written when asked
 /// for ([`Render::Into`]).
 pub(crate) struct Assembled {
     /// The dataset.
     pub(crate) dataset: Dataset,
-    writing: Option<Writing>,
+    /// (name, SHA-256) of the universe's files written into the staging directory.
+    written: Option<Vec<(String, String)>>,
 }
 
 impl Assembled {
     /// Writes the rest of the dataset into `staged` (all of it unless [`Render::Into`] started
     /// the universe's files there) and commits it; returns the dataset.
     pub(crate) fn finish(self, staged: StagedDir) -> Result<Dataset> {
-        let Assembled { dataset, writing } = self;
-        let files = match writing {
-            Some(writing) => {
-                let sha256 = writing.join()?;
-                super::finish_files(
-                    &dataset.universe,
-                    &dataset.facts,
-                    dataset.articles.len(),
-                    &sha256,
-                    dataset.with_questions.then_some(&dataset.questions[..]),
-                )?
-            }
+        let Assembled { dataset, written } = self;
+        let files = match written {
+            Some(sha256) => super::finish_files(
+                &dataset.universe,
+                &dataset.facts,
+                dataset.articles.len(),
+                &sha256,
+                dataset.with_questions.then_some(&dataset.questions[..]),
+            )?,
             None => dataset.files()?,
         };
         staged.write(&files)?;
@@ -335,7 +285,7 @@ pub(crate) fn assemble(
         EngineLoad::Starting { forks, .. } => (&[], *forks),
         EngineLoad::Consult(engines) | EngineLoad::Replace(engines) => (engines, 0),
     };
-    let (facts, articles, index, proposals, writing, started) = std::thread::scope(|scope| {
+    let (facts, articles, index, proposals, written, started) = std::thread::scope(|scope| {
         let facts = &engine_facts;
         let loading: Vec<_> = match load {
             EngineLoad::Starting { engines, .. } => engines
@@ -377,8 +327,8 @@ pub(crate) fn assemble(
             Ok::<_, Error>((Some(std::sync::Arc::new(index)), Some(proposals)))
         })();
         // What does not depend on the questions is written while the engine still loads.
-        let writing = match (&sampled, render) {
-            (Ok((index, _)), Render::Into(staged)) => Some(Writing::start(
+        let written = match (&sampled, render) {
+            (Ok((index, _)), Render::Into(staged)) => Some(super::stream_universe(
                 &universe,
                 &named_facts,
                 &articles,
@@ -397,8 +347,8 @@ pub(crate) fn assemble(
             }
         }
         let (index, proposals) = sampled?;
-        let writing = writing.transpose()?;
-        Ok::<_, Error>((named_facts, articles, index, proposals, writing, started))
+        let written = written.transpose()?;
+        Ok::<_, Error>((named_facts, articles, index, proposals, written, started))
     })?;
     done(observe);
     let engines = if started.is_empty() {
@@ -430,7 +380,7 @@ pub(crate) fn assemble(
             report,
             with_questions: config.questions.is_some(),
         },
-        writing,
+        written,
     })
 }
 

@@ -122,48 +122,71 @@ pub fn universe_files(
 }
 
 /// A universe's files rendered and hashed, before its questions and its manifest.
-pub(crate) struct RenderedUniverse {
+struct RenderedUniverse {
     /// (name, bytes) in the order [`universe_files`] lists them.
-    pub(crate) files: Vec<(String, Vec<u8>)>,
+    files: Vec<(String, Vec<u8>)>,
     /// (name, SHA-256) of each.
-    pub(crate) sha256: Vec<(String, String)>,
+    sha256: Vec<(String, String)>,
 }
 
-/// Renders and hashes `facts.pl`, `articles.jsonl`, `people.jsonl` and the index (the files
-/// that do not depend on the questions), so a build can do it while its engine verifies.
-pub(crate) fn render_universe(
+/// How one of a universe's files is written.
+type Render<'a> = Box<dyn Fn(&mut dyn std::io::Write) -> Result<()> + Send + Sync + 'a>;
+
+/// `facts.pl`, `articles.jsonl`, `people.jsonl` and the index (the files that do not depend on
+/// the questions), each as its writer, in the order [`universe_files`] lists them.
+fn universe_renders<'a>(
+    universe: &'a Universe,
+    facts: &'a str,
+    articles: &'a [Article],
+    index: Option<&'a SearchIndex>,
+) -> Vec<(&'static str, Render<'a>)> {
+    let written = |what: &'static str| crate::io::io_error(format!("writing {what}"));
+    let mut renders: Vec<(&str, Render)> = vec![
+        (
+            "facts.pl",
+            Box::new(move |out| out.write_all(facts.as_bytes()).map_err(written("facts.pl"))),
+        ),
+        (
+            "articles.jsonl",
+            Box::new(|out| {
+                crate::io::write_jsonl_to(
+                    out,
+                    articles.iter().enumerate().map(|(i, a)| a.record(i as u32)),
+                )
+            }),
+        ),
+        (
+            "people.jsonl",
+            Box::new(|out| crate::io::write_jsonl_to(out, person_records(universe))),
+        ),
+    ];
+    if let Some(index) = index {
+        renders.push((
+            INDEX_FILE,
+            Box::new(move |out| index.write_to(out).map(drop).map_err(written(INDEX_FILE))),
+        ));
+    }
+    renders
+}
+
+/// Renders and hashes the universe's files in memory, side by side (rayon): the bytes do not
+/// depend on the threads, and at 10K people the index and the articles are ~38 MB.
+fn render_universe(
     universe: &Universe,
     facts: &str,
     articles: &[Article],
     index: Option<&SearchIndex>,
 ) -> Result<RenderedUniverse> {
-    // Each file is rendered and hashed on its own (rayon): the bytes do not depend on the
-    // threads, and at 10K people the index and the articles are ~38 MB.
-    type Render<'a> = Box<dyn Fn() -> Result<Vec<u8>> + Send + Sync + 'a>;
-    let mut renders: Vec<(&str, Render)> = vec![
-        ("facts.pl", Box::new(|| Ok(facts.as_bytes().to_vec()))),
-        (
-            "articles.jsonl",
-            Box::new(|| {
-                crate::io::jsonl_bytes(articles.iter().enumerate().map(|(i, a)| a.record(i as u32)))
-            }),
-        ),
-        (
-            "people.jsonl",
-            Box::new(|| crate::io::jsonl_bytes(person_records(universe))),
-        ),
-    ];
-    if let Some(index) = index {
-        renders.push((INDEX_FILE, Box::new(move || Ok(index.to_bytes()))));
-    }
-    let rendered: Vec<(String, Vec<u8>, String)> = renders
-        .par_iter()
-        .map(|(name, render)| {
-            let bytes = render()?;
-            let hash = crate::io::sha256_hex(&bytes);
-            Ok(((*name).to_owned(), bytes, hash))
-        })
-        .collect::<Result<_>>()?;
+    let rendered: Vec<(String, Vec<u8>, String)> =
+        universe_renders(universe, facts, articles, index)
+            .par_iter()
+            .map(|(name, render)| {
+                let mut bytes = Vec::new();
+                render(&mut bytes)?;
+                let hash = crate::io::sha256_hex(&bytes);
+                Ok(((*name).to_owned(), bytes, hash))
+            })
+            .collect::<Result<_>>()?;
     let sha256 = rendered
         .iter()
         .map(|(name, _, hash)| (name.clone(), hash.clone()))
@@ -173,6 +196,22 @@ pub(crate) fn render_universe(
         .map(|(name, bytes, _)| (name, bytes))
         .collect();
     Ok(RenderedUniverse { files, sha256 })
+}
+
+/// Writes the universe's files straight into `staged`, side by side (rayon), each hashed as it
+/// is written (no copy in memory): the same bytes as [`render_universe`]. Returns (name,
+/// SHA-256) of each, for the manifest ([`finish_files`]).
+pub(crate) fn stream_universe(
+    universe: &Universe,
+    facts: &str,
+    articles: &[Article],
+    index: Option<&SearchIndex>,
+    staged: &crate::io::StagedDir,
+) -> Result<Vec<(String, String)>> {
+    universe_renders(universe, facts, articles, index)
+        .par_iter()
+        .map(|(name, render)| Ok(((*name).to_owned(), staged.stream(name, render)?)))
+        .collect()
 }
 
 /// The files that follow a universe's rendered files (`sha256`: their names and hashes):
