@@ -291,12 +291,9 @@ impl StagedDir {
         let path = self.staging.join(name);
         let file =
             fs::File::create(&path).map_err(io_error(format!("creating {}", path.display())))?;
-        let mut out = Sha256Writer {
-            inner: std::io::BufWriter::with_capacity(1 << 20, file),
-            hasher: Sha256::new(),
-        };
+        let mut out = Hashing::new(std::io::BufWriter::with_capacity(1 << 20, file));
         render(&mut out)?;
-        let Sha256Writer { inner, hasher } = out;
+        let (inner, hasher) = out.into_parts();
         let file = inner
             .into_inner()
             .map_err(|e| io_error(format!("writing {}", path.display()))(e.into_error()))?;
@@ -306,21 +303,45 @@ impl StagedDir {
     }
 }
 
-/// A writer that hashes what passes through it ([`StagedDir::stream`]).
-struct Sha256Writer<W> {
-    inner: W,
-    hasher: Sha256,
+/// A writer or reader that hashes every byte passing through it (SHA-256): the index file's
+/// checksum trailer and [`StagedDir::stream`].
+pub struct Hashing<T> {
+    inner: T,
+    sha: Sha256,
 }
 
-impl<W: Write> Write for Sha256Writer<W> {
+impl<T> Hashing<T> {
+    /// Wraps `inner`.
+    pub fn new(inner: T) -> Self {
+        Hashing {
+            inner,
+            sha: Sha256::new(),
+        }
+    }
+
+    /// The inner writer or reader and the hash of everything that passed.
+    pub fn into_parts(self) -> (T, Sha256) {
+        (self.inner, self.sha)
+    }
+}
+
+impl<W: Write> Write for Hashing<W> {
     fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
         let n = self.inner.write(buf)?;
-        self.hasher.update(&buf[..n]);
+        self.sha.update(&buf[..n]);
         Ok(n)
     }
 
     fn flush(&mut self) -> std::io::Result<()> {
         self.inner.flush()
+    }
+}
+
+impl<R: std::io::Read> std::io::Read for Hashing<R> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        let n = self.inner.read(buf)?;
+        self.sha.update(&buf[..n]);
+        Ok(n)
     }
 }
 

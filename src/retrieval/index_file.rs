@@ -18,51 +18,18 @@ use super::flat::FlatIndex;
 use super::hnsw::HnswParams;
 use super::topk::Hit;
 use serde::{Deserialize, Serialize};
-use sha2::{Digest, Sha256};
+use sha2::Digest;
 use std::io::{BufReader, BufWriter, Read, Write};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+
+use crate::io::Hashing;
 
 const MAGIC: &[u8; 12] = b"RULEGYM-IDX\0";
 /// Current file format version (2: the SHA-256 trailer).
 pub const FORMAT_VERSION: u32 = 2;
 /// Bytes of the SHA-256 trailer.
 const CHECKSUM_BYTES: u64 = 32;
-
-/// A writer or reader that hashes every byte passing through it.
-struct Hashing<T> {
-    inner: T,
-    sha: Sha256,
-}
-
-impl<T> Hashing<T> {
-    fn new(inner: T) -> Self {
-        Hashing {
-            inner,
-            sha: Sha256::new(),
-        }
-    }
-}
-
-impl<W: Write> Write for Hashing<W> {
-    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        let n = self.inner.write(buf)?;
-        self.sha.update(&buf[..n]);
-        Ok(n)
-    }
-
-    fn flush(&mut self) -> std::io::Result<()> {
-        self.inner.flush()
-    }
-}
-
-impl<R: Read> Read for Hashing<R> {
-    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
-        let n = self.inner.read(buf)?;
-        self.sha.update(&buf[..n]);
-        Ok(n)
-    }
-}
 
 /// Which encoder to build an index with (parsed from `builtin` or `bert:DIR`).
 #[derive(Clone, Debug, PartialEq)]
@@ -435,7 +402,7 @@ impl SearchIndex {
             let bytes: Vec<u8> = chunk.iter().flat_map(|x| x.to_le_bytes()).collect();
             w.write_all(&bytes)?;
         }
-        let Hashing { inner: mut w, sha } = w;
+        let (mut w, sha) = w.into_parts();
         w.write_all(&sha.finalize())?;
         Ok(w)
     }
@@ -541,7 +508,7 @@ impl SearchIndex {
         let docs = parse_docs(&dbuf, header.count).map_err(bad)?;
         let mut vectors = vec![0f32; header.count.div_ceil(16) * 16 * header.dim];
         read(bytemuck::cast_slice_mut(&mut vectors), &mut r)?;
-        let Hashing { inner: mut r, sha } = r;
+        let (mut r, sha) = r.into_parts();
         let mut stored = [0u8; CHECKSUM_BYTES as usize];
         r.read_exact(&mut stored)
             .map_err(|e| RetrievalError::Io(ctx("read (truncated file?)"), e))?;
