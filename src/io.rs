@@ -9,6 +9,7 @@
 //! `\n`.
 
 use crate::{Error, Result};
+use rayon::prelude::*;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 use sha2::{Digest, Sha256};
@@ -230,23 +231,33 @@ impl StagedDir {
         })
     }
 
-    /// Writes and syncs `files` into the temporary directory, side by side (each fsync waits on
-    /// the disk).
-    /// One thread per file (a dataset has a handful), not a rayon pool, so it runs the same
-    /// from any thread, a forked child's included.
+    /// Writes and syncs `files` into the temporary directory, side by side (rayon: each fsync
+    /// waits on the disk).
     pub fn write(&self, files: &[(String, Vec<u8>)]) -> Result<()> {
-        std::thread::scope(|scope| {
-            let threads: Vec<_> = files
-                .iter()
-                .map(|(name, bytes)| {
-                    scope.spawn(move || write_synced(&self.staging.join(name), bytes))
-                })
-                .collect();
-            threads.into_iter().try_for_each(|t| {
-                t.join()
-                    .map_err(|_| Error::ThreadPanicked("writing a dataset file"))?
-            })
-        })
+        files
+            .par_iter()
+            .try_for_each(|(name, bytes)| write_synced(&self.staging.join(name), bytes))
+    }
+
+    /// Writes the file `name` as `render` writes it, straight to disk (no copy of it in
+    /// memory), and syncs it; returns its SHA-256, as [`sha256_hex`] of the same bytes.
+    pub fn stream(
+        &self,
+        name: &str,
+        render: impl FnOnce(&mut dyn Write) -> Result<()>,
+    ) -> Result<String> {
+        let path = self.staging.join(name);
+        let file =
+            fs::File::create(&path).map_err(io_error(format!("creating {}", path.display())))?;
+        let mut out = Hashing::new(std::io::BufWriter::with_capacity(1 << 20, file));
+        render(&mut out)?;
+        let (inner, hasher) = out.into_parts();
+        let file = inner
+            .into_inner()
+            .map_err(|e| io_error(format!("writing {}", path.display()))(e.into_error()))?;
+        file.sync_all()
+            .map_err(io_error(format!("syncing {}", path.display())))?;
+        Ok(hex::encode(hasher.finalize()))
     }
 
     /// Puts the temporary directory in place of the target.
@@ -277,29 +288,6 @@ impl StagedDir {
         self.committed = result.is_ok();
         sync_dir(parent);
         result
-    }
-}
-
-impl StagedDir {
-    /// Writes the file `name` as `render` writes it, straight to disk (no copy of it in
-    /// memory), and syncs it; returns its SHA-256, as [`sha256_hex`] of the same bytes.
-    pub fn stream(
-        &self,
-        name: &str,
-        render: impl FnOnce(&mut dyn Write) -> Result<()>,
-    ) -> Result<String> {
-        let path = self.staging.join(name);
-        let file =
-            fs::File::create(&path).map_err(io_error(format!("creating {}", path.display())))?;
-        let mut out = Hashing::new(std::io::BufWriter::with_capacity(1 << 20, file));
-        render(&mut out)?;
-        let (inner, hasher) = out.into_parts();
-        let file = inner
-            .into_inner()
-            .map_err(|e| io_error(format!("writing {}", path.display()))(e.into_error()))?;
-        file.sync_all()
-            .map_err(io_error(format!("syncing {}", path.display())))?;
-        Ok(hex::encode(hasher.finalize()))
     }
 }
 

@@ -364,8 +364,7 @@ impl<'a> Worker<'a> {
         let start = Instant::now();
         let started_before = self.started;
         let dir = Batch::dir(out, seed);
-        let check: &crate::io::ReplaceCheck = &super::check_replaceable;
-        let staged = crate::io::StagedDir::new(&dir, overwrite.then_some(check))?;
+        let staged = super::stage_output(&dir, overwrite)?;
         let data = self.build(seed, Render::Into(&staged))?.finish(staged)?;
         Ok(Finished {
             seed,

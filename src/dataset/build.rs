@@ -132,8 +132,9 @@ impl Dataset {
     /// `overwrite` is set and it is an empty folder or a rulegym dataset
     /// ([`super::check_replaceable`]).
     pub fn write(&self, dir: &Path, overwrite: bool) -> Result<()> {
-        let check: &crate::io::ReplaceCheck = &super::check_replaceable;
-        crate::io::write_dir_atomic(dir, &self.files()?, overwrite.then_some(check))
+        let staged = super::stage_output(dir, overwrite)?;
+        staged.write(&self.files()?)?;
+        staged.commit()
     }
 }
 
@@ -152,8 +153,8 @@ pub fn build_observed(
 
 /// [`build_observed`], then [`Dataset::write`] to `dir`, except that the files that do not
 /// depend on the questions (`facts.pl`, `articles.jsonl`, `people.jsonl`, the index) are
-/// rendered, hashed and written while the engine still loads the facts and verifies: the same
-/// bytes, sooner, and as atomic (a failed build leaves nothing under `dir`). Returns the
+/// streamed into the output's staging directory while the engine still loads the facts: the
+/// same bytes, sooner, and as atomic (a failed build leaves nothing under `dir`). Returns the
 /// dataset written.
 pub fn build_and_write(
     config: &BuildConfig,
@@ -161,8 +162,7 @@ pub fn build_and_write(
     overwrite: bool,
     observe: &mut dyn FnMut(BuildEvent),
 ) -> Result<Dataset> {
-    let check: &crate::io::ReplaceCheck = &super::check_replaceable;
-    let staged = StagedDir::new(dir, overwrite.then_some(check))?;
+    let staged = super::stage_output(dir, overwrite)?;
     let assembled = build_assembled(config, Render::Into(&staged), observe)?;
     let done = stage(BuildStage::Write, observe);
     let dataset = assembled.finish(staged)?;
@@ -173,8 +173,7 @@ pub fn build_and_write(
 /// Whether [`assemble`] writes the universe's files while the engine loads the facts.
 #[derive(Clone, Copy)]
 pub(crate) enum Render<'a> {
-    /// Into this directory, while the engine loads and verifies ([`Assembled::finish`] writes
-    /// the rest).
+    /// Into this directory, while the engine loads ([`Assembled::finish`] writes the rest).
     Into(&'a StagedDir),
     /// Not at all ([`Dataset::write`] renders them).
     Later,
@@ -269,8 +268,8 @@ pub(crate) enum EngineLoad<'a> {
 }
 
 /// Everything after the universe: the facts load into the engines while the articles render,
-/// the index is built and the questions are sampled (and with [`Render::Early`] the universe's
-/// files are rendered); then the engines verify the questions. `config` is already validated.
+/// the index is built and the questions are sampled (and with [`Render::Into`] the universe's
+/// files are written); then the engines verify the questions. `config` is already validated.
 pub(crate) fn assemble(
     config: &BuildConfig,
     universe: Universe,

@@ -273,6 +273,13 @@ pub(crate) fn finish_files(
     Ok(files)
 }
 
+/// The staging directory of a dataset written to `dir` atomically: an existing `dir` is
+/// replaced only with `overwrite` and only when [`check_replaceable`] accepts it.
+pub(crate) fn stage_output(dir: &Path, overwrite: bool) -> Result<crate::io::StagedDir> {
+    let check: &crate::io::ReplaceCheck = &check_replaceable;
+    crate::io::StagedDir::new(dir, overwrite.then_some(check))
+}
+
 /// Refuses to replace `dir` unless it is an empty folder or a rulegym dataset (a `manifest.json`
 /// naming a rulegym dataset version): `--force` never deletes anything else.
 pub fn check_replaceable(dir: &Path) -> Result<()> {

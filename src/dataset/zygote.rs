@@ -121,8 +121,7 @@ fn build_in_child(
         .build()
         .map_err(|e| Error::Config(format!("starting a thread pool in a forked child: {e}")))?;
     pool.install(|| {
-        let check: &crate::io::ReplaceCheck = &super::check_replaceable;
-        let staged = crate::io::StagedDir::new(dir, overwrite.then_some(check))?;
+        let staged = super::stage_output(dir, overwrite)?;
         let universe = Universe::generate(&config.universe)?;
         let engine_facts = universe.engine_facts();
         let data = assemble(

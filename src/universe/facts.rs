@@ -79,13 +79,7 @@ pub fn dob_year(dob: &str) -> &str {
 /// ([`Universe::engine_facts`]): integers order as the dates do, and no date enters scryer's atom
 /// table. `None` for any other text.
 pub fn dob_code(dob: &str) -> Option<i64> {
-    let b = dob.as_bytes();
-    let digits = |r: std::ops::Range<usize>| b[r].iter().all(u8::is_ascii_digit);
-    (b.len() == 10 && b[4] == b'-' && b[7] == b'-' && digits(0..4) && digits(5..7) && digits(8..10))
-        .then(|| {
-            let n = |r: std::ops::Range<usize>| dob[r].parse::<i64>().expect("digits");
-            n(0..4) * 10_000 + n(5..7) * 100 + n(8..10)
-        })
+    super::iso_parts(dob).map(|(y, m, d)| i64::from(y) * 10_000 + i64::from(m) * 100 + i64::from(d))
 }
 
 /// The date of birth [`dob_code`] made `code` from; `None` if no date makes it.

@@ -24,18 +24,26 @@ pub fn iso_to_days(iso: &str) -> Option<i64> {
     valid.then(|| dates::days_from_civil(y, m, d))
 }
 
-/// Whether `iso` is a valid calendar date written `YYYY-MM-DD` (4-digit year, zero-padded).
-pub fn valid_iso_date(iso: &str) -> bool {
+/// The year, month and day of a date written `YYYY-MM-DD` (4-digit year, zero-padded), whether
+/// or not it is a calendar date; `None` for any other text.
+pub(crate) fn iso_parts(iso: &str) -> Option<(u32, u32, u32)> {
     let b = iso.as_bytes();
     let digits = |r: std::ops::Range<usize>| b[r].iter().all(u8::is_ascii_digit);
     if b.len() != 10 || b[4] != b'-' || b[7] != b'-' || !digits(0..4) || !digits(5..7) {
-        return false;
+        return None;
     }
     if !digits(8..10) {
-        return false;
+        return None;
     }
     let num = |r: std::ops::Range<usize>| iso[r].parse::<u32>().unwrap_or(0);
-    let (y, m, d) = (num(0..4), num(5..7), num(8..10));
+    Some((num(0..4), num(5..7), num(8..10)))
+}
+
+/// Whether `iso` is a valid calendar date written `YYYY-MM-DD` (4-digit year, zero-padded).
+pub fn valid_iso_date(iso: &str) -> bool {
+    let Some((y, m, d)) = iso_parts(iso) else {
+        return false;
+    };
     let leap = y % 4 == 0 && (y % 100 != 0 || y % 400 == 0);
     let days = match m {
         1 | 3 | 5 | 7 | 8 | 10 | 12 => 31,
