@@ -129,50 +129,198 @@ fn mix(mut z: u64) -> u64 {
     z ^ (z >> 31)
 }
 
-/// Lower-cased alphanumeric words of `text` (Unicode-aware; everything else separates).
-fn words(text: &str) -> Vec<String> {
-    let mut out = Vec::new();
-    let mut cur = String::new();
-    for c in text.chars() {
-        if c.is_alphanumeric() {
-            cur.extend(c.to_lowercase());
-        } else if !cur.is_empty() {
-            out.push(std::mem::take(&mut cur));
+/// Scratch space of [`features`], reused across texts.
+#[derive(Default)]
+struct Scratch {
+    /// The text's words, lower-cased, one after another.
+    lower: String,
+    /// Each word's byte range in `lower`.
+    spans: Vec<(usize, usize)>,
+    /// A word between `<` and `>` (its character trigrams).
+    padded: Vec<char>,
+    /// The features grouped by output bucket ([`Scratch::group`]).
+    grouped: Vec<(u64, f32)>,
+    /// Bucket `b`'s features are `grouped[starts[b]..starts[b + 1]]`.
+    starts: Vec<usize>,
+    /// Each feature's bucket, then where the next feature of each bucket goes.
+    cursor: Vec<usize>,
+}
+
+impl Scratch {
+    /// Groups `feats` by output bucket (`mix(h) % dim`, a counting sort), each bucket's
+    /// features sorted by hash, so equal hashes are adjacent. A bucket's sum then adds its
+    /// features in the order a pass over all of them sorted by hash would, bit for bit, without
+    /// sorting the whole text's features.
+    fn group(&mut self, feats: &[(u64, f32)], dim: usize) {
+        let Scratch {
+            grouped,
+            starts,
+            cursor,
+            ..
+        } = self;
+        starts.clear();
+        starts.resize(dim + 1, 0);
+        cursor.clear();
+        // `% dim` is a division; the default power-of-two dimension needs only a mask.
+        let mask = dim.is_power_of_two().then_some(dim as u64 - 1);
+        for &(h, _) in feats {
+            let m = mix(h);
+            let b = match mask {
+                Some(mask) => m & mask,
+                None => m % dim as u64,
+            } as usize;
+            cursor.push(b);
+            starts[b + 1] += 1;
+        }
+        for b in 0..dim {
+            starts[b + 1] += starts[b];
+        }
+        grouped.clear();
+        grouped.resize(feats.len(), (0, 0.0));
+        let buckets = std::mem::take(cursor);
+        cursor.extend_from_slice(&starts[..dim]);
+        for (&f, &b) in feats.iter().zip(&buckets) {
+            grouped[cursor[b]] = f;
+            cursor[b] += 1;
+        }
+        for b in 0..dim {
+            let bucket = &mut grouped[starts[b]..starts[b + 1]];
+            if bucket.len() > 1 {
+                bucket.sort_unstable_by_key(|f| f.0);
+            }
         }
     }
-    if !cur.is_empty() {
-        out.push(cur);
+
+    /// Splits `text` into lower-cased alphanumeric words (Unicode-aware; everything else
+    /// separates). ASCII text, which is what generated articles are, skips the per-character
+    /// case tables.
+    fn split(&mut self, text: &str) {
+        self.lower.clear();
+        self.spans.clear();
+        if text.is_ascii() {
+            self.lower.push_str(text);
+            self.lower.make_ascii_lowercase();
+            let bytes = self.lower.as_bytes();
+            let mut start = None;
+            for (i, b) in bytes.iter().enumerate() {
+                match (b.is_ascii_alphanumeric(), start) {
+                    (true, None) => start = Some(i),
+                    (false, Some(s)) => {
+                        self.spans.push((s, i));
+                        start = None;
+                    }
+                    _ => {}
+                }
+            }
+            if let Some(s) = start {
+                self.spans.push((s, bytes.len()));
+            }
+            return;
+        }
+        let mut start = None;
+        for c in text.chars() {
+            if c.is_alphanumeric() {
+                start.get_or_insert(self.lower.len());
+                self.lower.extend(c.to_lowercase());
+            } else if let Some(s) = start.take() {
+                self.spans.push((s, self.lower.len()));
+            }
+        }
+        if let Some(s) = start {
+            self.spans.push((s, self.lower.len()));
+        }
     }
-    out
+}
+
+/// The distinct features of one text: an open-addressing set of feature hashes, emptied in
+/// constant time between texts (each slot carries the text's generation).
+#[derive(Default)]
+struct Seen {
+    /// (hash, generation); a slot of another generation is empty.
+    slots: Vec<(u64, u32)>,
+    generation: u32,
+}
+
+impl Seen {
+    /// Empties the set for a text of `n` features.
+    fn start(&mut self, n: usize) {
+        let want = (2 * n).next_power_of_two().max(64);
+        self.generation = self.generation.wrapping_add(1);
+        if self.slots.len() < want || self.generation == 0 {
+            self.slots.clear();
+            self.slots.resize(want, (0, 0));
+            self.generation = 1;
+        }
+    }
+
+    /// Adds `h`; whether it was not in the set yet.
+    #[inline]
+    fn first(&mut self, h: u64) -> bool {
+        let mask = self.slots.len() - 1;
+        let mut i = (h.wrapping_mul(0x9e37_79b9_7f4a_7c15) >> 40) as usize & mask;
+        loop {
+            let slot = &mut self.slots[i];
+            if slot.1 != self.generation {
+                *slot = (h, self.generation);
+                return true;
+            }
+            if slot.0 == h {
+                return false;
+            }
+            i = (i + 1) & mask;
+        }
+    }
 }
 
 /// Feature hashes of a text with their kind weights, in text order (duplicates kept).
-fn features(text: &str, cfg: &BuiltinConfig, out: &mut Vec<(u64, f32)>) {
+fn features(text: &str, cfg: &BuiltinConfig, scratch: &mut Scratch, out: &mut Vec<(u64, f32)>) {
     out.clear();
-    let ws = words(text);
-    let mut chars: Vec<char> = Vec::new();
-    for (i, w) in ws.iter().enumerate() {
+    scratch.split(text);
+    let Scratch {
+        lower,
+        spans,
+        padded,
+        ..
+    } = scratch;
+    let word = |&(a, b): &(usize, usize)| &lower.as_bytes()[a..b];
+    for (i, span) in spans.iter().enumerate() {
+        let w = word(span);
         if cfg.unigram_weight > 0.0 {
-            out.push((fnv1a(UNI, &[w.as_bytes()]), cfg.unigram_weight));
+            out.push((fnv1a(UNI, &[w]), cfg.unigram_weight));
         }
-        if cfg.bigram_weight > 0.0 && i + 1 < ws.len() {
-            out.push((
-                fnv1a(BI, &[w.as_bytes(), ws[i + 1].as_bytes()]),
-                cfg.bigram_weight,
-            ));
+        if cfg.bigram_weight > 0.0
+            && let Some(next) = spans.get(i + 1)
+        {
+            out.push((fnv1a(BI, &[w, word(next)]), cfg.bigram_weight));
         }
         if cfg.trigram_weight > 0.0 {
-            chars.clear();
-            chars.push('<');
-            chars.extend(w.chars());
-            chars.push('>');
-            let mut buf = [0u8; 12];
-            for t in chars.windows(3) {
-                let mut n = 0;
-                for c in t {
-                    n += c.encode_utf8(&mut buf[n..]).len();
+            if w.is_ascii() {
+                // A character is a byte: the trigrams of `<w>` are its byte windows.
+                let n = w.len();
+                let at = |j: usize| match j {
+                    0 => b'<',
+                    j if j == n + 1 => b'>',
+                    j => w[j - 1],
+                };
+                for j in 0..n {
+                    out.push((
+                        fnv1a(TRI, &[&[at(j), at(j + 1), at(j + 2)]]),
+                        cfg.trigram_weight,
+                    ));
                 }
-                out.push((fnv1a(TRI, &[&buf[..n]]), cfg.trigram_weight));
+            } else {
+                padded.clear();
+                padded.push('<');
+                padded.extend(lower[span.0..span.1].chars());
+                padded.push('>');
+                let mut buf = [0u8; 12];
+                for t in padded.windows(3) {
+                    let mut n = 0;
+                    for c in t {
+                        n += c.encode_utf8(&mut buf[n..]).len();
+                    }
+                    out.push((fnv1a(TRI, &[&buf[..n]]), cfg.trigram_weight));
+                }
             }
         }
     }
@@ -200,15 +348,15 @@ impl BuiltinEncoder {
         cfg.validate()?;
         let mut df: FeatureMap<u32> = FeatureMap::default();
         let mut feats = Vec::new();
-        let mut seen: Vec<u64> = Vec::new();
+        let mut scratch = Scratch::default();
+        let mut seen = Seen::default();
         for p in passages {
-            features(p, &cfg, &mut feats);
-            seen.clear();
-            seen.extend(feats.iter().map(|f| f.0));
-            seen.sort_unstable();
-            seen.dedup();
-            for h in &seen {
-                *df.entry(*h).or_insert(0) += 1;
+            features(p, &cfg, &mut scratch, &mut feats);
+            seen.start(feats.len());
+            for &(h, _) in &feats {
+                if seen.first(h) {
+                    *df.entry(h).or_insert(0) += 1;
+                }
             }
         }
         let mut table: Vec<(u64, u32)> = df.into_iter().collect();
@@ -271,24 +419,31 @@ impl BuiltinEncoder {
     }
 
     /// Encodes one text into `out` (`dim` values).
-    fn encode_one(&self, text: &str, feats: &mut Vec<(u64, f32)>, out: &mut [f32]) {
-        features(text, &self.cfg, feats);
-        feats.sort_unstable_by_key(|f| f.0);
-        let d = self.cfg.dim as u64;
-        let mut i = 0;
-        while i < feats.len() {
-            let (h, w) = feats[i];
-            let mut j = i;
-            while j < feats.len() && feats[j].0 == h {
-                j += 1;
+    fn encode_one(
+        &self,
+        text: &str,
+        scratch: &mut Scratch,
+        feats: &mut Vec<(u64, f32)>,
+        out: &mut [f32],
+    ) {
+        features(text, &self.cfg, scratch, feats);
+        scratch.group(feats, self.cfg.dim);
+        for (b, out) in out.iter_mut().enumerate() {
+            let bucket = &scratch.grouped[scratch.starts[b]..scratch.starts[b + 1]];
+            let mut i = 0;
+            while i < bucket.len() {
+                let (h, w) = bucket[i];
+                let mut j = i;
+                while j < bucket.len() && bucket[j].0 == h {
+                    j += 1;
+                }
+                if let Some(idf) = self.idf.get(&h) {
+                    let tf = (j - i) as f32;
+                    let sign = if mix(h) >> 63 == 1 { -1.0 } else { 1.0 };
+                    *out += sign * w * (1.0 + tf.ln()) * idf;
+                }
+                i = j;
             }
-            if let Some(idf) = self.idf.get(&h) {
-                let tf = (j - i) as f32;
-                let m = mix(h);
-                let sign = if m >> 63 == 1 { -1.0 } else { 1.0 };
-                out[(m % d) as usize] += sign * w * (1.0 + tf.ln()) * idf;
-            }
-            i = j;
         }
         let norm = super::l2_norm(out);
         if norm > 0.0 {
@@ -319,14 +474,22 @@ impl Encoder for BuiltinEncoder {
         use rayon::prelude::*;
         let d = self.cfg.dim;
         let mut out = vec![0f32; texts.len() * d];
-        let work = |(t, o): (&&str, &mut [f32])| {
-            let mut feats = Vec::new();
-            self.encode_one(t, &mut feats, o);
+        let scratch = || (Scratch::default(), Vec::new());
+        let work = |(scratch, feats): &mut (Scratch, Vec<(u64, f32)>),
+                    (t, o): (&&str, &mut [f32])| {
+            self.encode_one(t, scratch, feats, o)
         };
         if texts.len() >= 64 {
-            texts.par_iter().zip(out.par_chunks_mut(d)).for_each(work);
+            texts
+                .par_iter()
+                .zip(out.par_chunks_mut(d))
+                .for_each_init(scratch, work);
         } else {
-            texts.iter().zip(out.chunks_mut(d)).for_each(work);
+            let mut state = scratch();
+            texts
+                .iter()
+                .zip(out.chunks_mut(d))
+                .for_each(|item| work(&mut state, item));
         }
         Ok(out)
     }

@@ -344,6 +344,148 @@ impl FlatIndex {
     }
 }
 
+/// Decides whether given rows are among a query's top k hits without ranking the whole index
+/// ([`FlatIndex::rank_checker`]). Holds, per block of 16 rows and per dimension, the largest
+/// and smallest value (dimension-major), so a block's scores against a query are bounded by
+/// one multiply-add per non-zero query value instead of sixteen.
+pub struct RankChecker<'a> {
+    index: &'a FlatIndex,
+    isa: Isa,
+    blocks: usize,
+    /// `max[i * blocks + b]`: the largest value of dimension `i` among block `b`'s rows.
+    max: Vec<f32>,
+    /// `min[i * blocks + b]`: the smallest.
+    min: Vec<f32>,
+    /// The largest absolute value in the index.
+    largest: f32,
+}
+
+impl FlatIndex {
+    /// A [`RankChecker`] over this index (one pass over it).
+    pub fn rank_checker(&self) -> RankChecker<'_> {
+        let dim = self.dim;
+        let blocks = self.blocks.len() / (dim * BLOCK).max(1);
+        let mut max = vec![0f32; dim * blocks];
+        let mut min = vec![0f32; dim * blocks];
+        let mut largest = 0f32;
+        for (b, block) in self.blocks.chunks_exact(dim * BLOCK).enumerate() {
+            for (i, lanes) in block.chunks_exact(BLOCK).enumerate() {
+                let hi = lanes.iter().copied().fold(f32::NEG_INFINITY, f32::max);
+                let lo = lanes.iter().copied().fold(f32::INFINITY, f32::min);
+                max[i * blocks + b] = hi;
+                min[i * blocks + b] = lo;
+                largest = largest.max(hi.abs()).max(lo.abs());
+            }
+        }
+        RankChecker {
+            index: self,
+            isa: kernel::detect(),
+            blocks,
+            max,
+            min,
+            largest,
+        }
+    }
+}
+
+impl RankChecker<'_> {
+    /// For each query (row-major `queries`) and its `targets` (rows), whether every target is
+    /// among the query's `k` best hits as [`FlatIndex::search`] and
+    /// [`FlatIndex::search_sparse`] rank them (higher score first, ties to the lower row).
+    /// The same decision, exactly: the worst target's score and every score compared with it
+    /// are the searches' scores bit for bit. A block whose bound, widened by the worst-case
+    /// rounding of both sums, stays below the worst target's score cannot outrank it and is
+    /// not scored, and a query stops at the first row too many that outranks it. A target
+    /// past the index's end is not retrieved; an empty target list is.
+    pub fn all_in_top_k(
+        &self,
+        queries: &[f32],
+        targets: &[&[u32]],
+        k: usize,
+    ) -> Result<Vec<bool>, RetrievalError> {
+        let index = self.index;
+        let m = match begin_search(queries, index.dim, index.len, k)? {
+            ControlFlow::Continue(m) => m,
+            ControlFlow::Break(hits) => hits.len(),
+        };
+        if m != targets.len() {
+            return Err(RetrievalError::Shape(format!(
+                "{m} queries but {} target lists",
+                targets.len()
+            )));
+        }
+        let k = k.min(index.len);
+        Ok(queries
+            .par_chunks(index.dim.max(1))
+            .zip(targets)
+            .map(|(q, targets)| self.decide(q, targets, k))
+            .collect())
+    }
+
+    fn decide(&self, query: &[f32], targets: &[u32], k: usize) -> bool {
+        let index = self.index;
+        if targets.is_empty() {
+            return true;
+        }
+        if targets.len() > k || targets.iter().any(|&t| t as usize >= index.len) {
+            return false;
+        }
+        let nonzero: Vec<(usize, f32)> = query
+            .iter()
+            .enumerate()
+            .filter(|(_, v)| **v != 0.0)
+            .map(|(i, v)| (i, *v))
+            .collect();
+        let blk = index.dim * BLOCK;
+        let block = |b: usize| &index.blocks[b * blk..(b + 1) * blk];
+        let score = |row: u32| {
+            let row = row as usize;
+            kernel::sparse_blocks(self.isa, &nonzero, [block(row / BLOCK)])[0][row % BLOCK]
+        };
+        // The target that ranks last; the others rank before it.
+        let worst = targets
+            .iter()
+            .map(|&t| Hit {
+                index: t,
+                score: score(t),
+            })
+            .max_by(super::topk::rank_order)
+            .expect("targets is not empty");
+        let mut allowed = k - targets.len();
+        // Bounds on every block's scores, and how far rounding can move a score or a bound:
+        // each sums at most `nonzero.len()` products, each at most |q_i| * largest.
+        let mut bound = vec![0f32; self.blocks];
+        let mut l1 = 0f32;
+        for &(i, qv) in &nonzero {
+            let side = if qv > 0.0 { &self.max } else { &self.min };
+            for (acc, &x) in bound.iter_mut().zip(&side[i * self.blocks..]) {
+                *acc += qv * x;
+            }
+            l1 += qv.abs();
+        }
+        let slack = 4.0 * (nonzero.len() + 2) as f32 * f32::EPSILON * l1 * self.largest;
+        for (b, &bound) in bound.iter().enumerate() {
+            if bound + slack < worst.score {
+                continue;
+            }
+            let [scores] = kernel::sparse_blocks(self.isa, &nonzero, [block(b)]);
+            let row0 = b * BLOCK;
+            for (lane, &s) in scores[..(index.len - row0).min(BLOCK)].iter().enumerate() {
+                let row = (row0 + lane) as u32;
+                if (s > worst.score || (s == worst.score && row < worst.index))
+                    && !targets.contains(&row)
+                {
+                    if allowed == 0 {
+                        return false;
+                    }
+                    allowed -= 1;
+                }
+            }
+        }
+        true
+    }
+}
+
 /// Offers the scores of up to one block's rows (the first is row `row0`) to `top`: every lane at
 /// or above the threshold as it stood before the block, in row order (the dense and the sparse
 /// search share it, so they keep the same hits on ties).

@@ -20,7 +20,7 @@ pub(crate) mod topk;
 pub use docs::Document;
 pub(crate) use docs::TitleLookup;
 pub use encoder::{BuiltinConfig, BuiltinEncoder, Encoder, Role};
-pub use flat::FlatIndex;
+pub use flat::{FlatIndex, RankChecker};
 pub use index_file::{EncoderChoice, IndexKind, SearchIndex};
 /// The canonical score of a query and a row, the one every fast path equals bit for bit.
 pub use kernel::dot_canonical;

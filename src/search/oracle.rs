@@ -228,14 +228,7 @@ impl<'a> Certifier<'a> {
             .map(|(person, p)| (person.name.as_str(), std::slice::from_ref(p)))
             .chain(holders.iter().map(|(text, (_, h))| (text.as_str(), &h[..])))
             .collect();
-        let mut found = Vec::with_capacity(searches.len());
-        for batch in searches.chunks(4096) {
-            let texts: Vec<&str> = batch.iter().map(|(text, _)| *text).collect();
-            let hits = retrieved_ids(index, &texts, k)?;
-            for ((_, expected), ids) in batch.iter().zip(hits) {
-                found.push(expected.iter().all(|p| ids.contains(&p.to_string())));
-            }
-        }
+        let mut found = retrieves_all(index, &searches, k)?;
         let retrieved = found.split_off(people.len());
         // Every holder of a value whose search retrieves them all, person-major.
         let mut anchor_attributes: Vec<(PersonId, Attr)> = holders
@@ -266,6 +259,60 @@ impl<'a> Certifier<'a> {
             _ => self.attributes.get(query).copied().unwrap_or(false),
         }
     }
+}
+
+/// For each (search text, people) pair, whether searching the text retrieves every one of the
+/// people's articles within the top `k`, as the environment retrieves them. A flat index
+/// decides it with a [`crate::retrieval::RankChecker`] (the searches' decision exactly, without
+/// ranking every article for every text); another kind is searched.
+fn retrieves_all(
+    index: &SearchIndex,
+    searches: &[(&str, &[PersonId])],
+    k: usize,
+) -> crate::Result<Vec<bool>> {
+    let docs = index.docs();
+    let k = k.min(docs.len()).max(1);
+    let mut found = Vec::with_capacity(searches.len());
+    if !index.is_flat() {
+        for batch in searches.chunks(4096) {
+            let texts: Vec<&str> = batch.iter().map(|(text, _)| *text).collect();
+            let hits = retrieved_ids(index, &texts, k)?;
+            for ((_, expected), ids) in batch.iter().zip(hits) {
+                found.push(expected.iter().all(|p| ids.contains(&p.to_string())));
+            }
+        }
+        return Ok(found);
+    }
+    // A person's article is the document whose id is their id.
+    let rows: std::collections::HashMap<&str, u32> = docs
+        .iter()
+        .enumerate()
+        .map(|(row, doc)| (doc.id.as_str(), row as u32))
+        .collect();
+    let checker = index.flat().rank_checker();
+    for batch in searches.chunks(4096) {
+        let texts: Vec<&str> = batch.iter().map(|(text, _)| *text).collect();
+        let queries = index
+            .encoder()
+            .encode(&texts, crate::retrieval::Role::Query)?;
+        // A person without an article is never retrieved: a row past the end stands for it.
+        let targets: Vec<Vec<u32>> = batch
+            .iter()
+            .map(|(_, people)| {
+                people
+                    .iter()
+                    .map(|p| {
+                        rows.get(p.to_string().as_str())
+                            .copied()
+                            .unwrap_or(u32::MAX)
+                    })
+                    .collect()
+            })
+            .collect();
+        let targets: Vec<&[u32]> = targets.iter().map(Vec::as_slice).collect();
+        found.extend(checker.all_in_top_k(&queries, &targets, k)?);
+    }
+    Ok(found)
 }
 
 /// The document ids the index returns for each query, as the environment retrieves them. A

@@ -91,6 +91,60 @@ proptest! {
     }
 }
 
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(96))]
+
+    /// The rank checker decides "are these rows all among the top k" as searching ranks them:
+    /// integer-valued rows with many zeros (frequent exact ties) and sparse queries, targets
+    /// drawn around the boundary (the k-th and (k+1)-th hits, with the best, every hit, random
+    /// rows, a row past the end, none).
+    #[test]
+    fn rank_checker_decides_as_the_search_ranks(
+        dim in 1usize..40,
+        n in 0usize..300,
+        m in 1usize..6,
+        k in 1usize..8,
+        seed in any::<u64>(),
+    ) {
+        let mut s = seed | 1;
+        let mut next = || { s ^= s << 13; s ^= s >> 7; s ^= s << 17; s };
+        let mut value = |zeros: u64| {
+            let r = next();
+            if r % zeros == 0 { ((r >> 33) % 5) as f32 - 2.0 } else { 0.0 }
+        };
+        let data: Vec<f32> = (0..n * dim).map(|_| value(2)).collect();
+        let queries: Vec<f32> = (0..m * dim).map(|_| value(3)).collect();
+        let idx = FlatIndex::new(dim, &data).unwrap();
+        let checker = idx.rank_checker();
+        let ranked = idx.search(&queries, n.max(1)).unwrap();
+        let top = idx.search(&queries, k).unwrap();
+        let mut decided = 0;
+        for (qi, (ranked, top)) in ranked.iter().zip(&top).enumerate() {
+            let q = &queries[qi * dim..(qi + 1) * dim];
+            let row = |i: usize| ranked.get(i).map(|h| h.index);
+            let mut lists: Vec<Vec<u32>> = vec![
+                vec![],
+                vec![n as u32],
+                top.iter().map(|h| h.index).collect(),
+            ];
+            lists.extend([row(k - 1), row(k), row(k + 1)].into_iter().flatten().map(|r| vec![r]));
+            if let (Some(a), Some(b)) = (row(0), row(k)) {
+                lists.push(vec![b, a]);
+            }
+            if n > 0 {
+                lists.push((0..1 + next() % 3).map(|_| (next() % n as u64) as u32).collect::<std::collections::BTreeSet<u32>>().into_iter().collect());
+            }
+            for targets in lists {
+                let expected = targets.iter().all(|t| top.iter().any(|h| h.index == *t));
+                let got = checker.all_in_top_k(q, &[&targets[..]], k).unwrap();
+                prop_assert_eq!(got, vec![expected], "query {} targets {:?}", qi, targets);
+                decided += 1;
+            }
+        }
+        prop_assert!(decided >= 3 * m);
+    }
+}
+
 /// The certifier's searches (every name, attribute phrases) over a generated universe's
 /// built-in index: the sparse search gives the dense search's hits, scores bit for bit.
 #[test]
@@ -114,6 +168,37 @@ fn sparse_search_matches_dense_on_a_universe_index() {
     let dense = bits(index.flat().search(&q, 3).unwrap());
     assert_eq!(bits(index.flat().search_sparse(&q, 3).unwrap()), dense);
     assert_eq!(dense.len(), texts.len());
+    // The rank checker's verdict on each text's own people (a name's person, a hobby's
+    // holders) is the search's, and both verdicts occur.
+    let people = universe.people.len();
+    let targets: Vec<Vec<u32>> = (0..texts.len())
+        .map(|t| match t {
+            t if t < people => vec![t as u32],
+            t if t < 2 * people => {
+                let hobby = &universe.people[t - people].hobby;
+                let holders = universe
+                    .people
+                    .iter()
+                    .enumerate()
+                    .filter(|(_, p)| &p.hobby == hobby);
+                holders.map(|(row, _)| row as u32).collect()
+            }
+            _ => vec![0],
+        })
+        .collect();
+    let lists: Vec<&[u32]> = targets.iter().map(Vec::as_slice).collect();
+    let got = index
+        .flat()
+        .rank_checker()
+        .all_in_top_k(&q, &lists, 3)
+        .unwrap();
+    let expected: Vec<bool> = dense
+        .iter()
+        .zip(&targets)
+        .map(|(hits, targets)| targets.iter().all(|t| hits.iter().any(|h| h.0 == *t)))
+        .collect();
+    assert_eq!(got, expected);
+    assert!(got.iter().any(|r| *r) && got.iter().any(|r| !*r));
 }
 
 #[test]
