@@ -43,15 +43,27 @@ impl Article {
     /// The Search-R1 record: `contents` is the quoted title, a newline, and the article body
     /// without its `# Title` heading.
     pub fn record(&self, id: PersonId) -> CorpusRecord {
-        let body = self
-            .text
-            .strip_prefix(&format!("# {}\n\n", self.title))
-            .unwrap_or(&self.text);
         CorpusRecord {
             id: id.to_string(),
-            contents: format!("\"{}\"\n{}", self.title, body),
+            contents: self.contents(),
             facts: self.facts.clone(),
         }
+    }
+
+    /// The record's `contents`: the quoted title, a newline, and the article body without its
+    /// `# Title` heading.
+    pub fn contents(&self) -> String {
+        let body = self
+            .text
+            .strip_prefix("# ")
+            .and_then(|t| t.strip_prefix(self.title.as_str()))
+            .and_then(|t| t.strip_prefix("\n\n"))
+            .unwrap_or(&self.text);
+        let mut contents = String::with_capacity(self.title.len() + 3 + body.len());
+        for part in ["\"", self.title.as_str(), "\"\n", body] {
+            contents.push_str(part);
+        }
+        contents
     }
 }
 
@@ -64,13 +76,23 @@ pub fn relatives(universe: &Universe, id: PersonId, relation: &str) -> Vec<Perso
     found
 }
 
-/// "The sister of N is A." / "The sisters of N are A, B."
-fn sentence(singular: &str, plural: &str, name: &str, values: &[&str]) -> String {
-    if values.len() == 1 {
-        format!("The {singular} of {name} is {}.", values[0])
+/// Appends "The sister of N is A." / "The sisters of N are A, B." to `out`.
+fn sentence(out: &mut String, singular: &str, plural: &str, name: &str, values: &[&str]) {
+    let (noun, verb) = if values.len() == 1 {
+        (singular, " is ")
     } else {
-        format!("The {plural} of {name} are {}.", values.join(", "))
+        (plural, " are ")
+    };
+    for part in ["The ", noun, " of ", name, verb] {
+        out.push_str(part);
     }
+    for (i, value) in values.iter().enumerate() {
+        if i > 0 {
+            out.push_str(", ");
+        }
+        out.push_str(value);
+    }
+    out.push('.');
 }
 
 /// What an article says about one person, names resolved: the input of [`render`], the one
@@ -91,26 +113,32 @@ pub struct ArticleContent<'a> {
 /// Friends and Attributes sections, one sentence per relation or attribute.
 pub fn render(content: &ArticleContent) -> String {
     let name = content.name;
-    let family: Vec<String> = content
-        .family
-        .iter()
-        .map(|(relation, plural, names)| sentence(relation, plural, name, names))
-        .collect();
-    let friends = if content.friends.is_empty() {
-        String::new()
-    } else {
-        sentence("friend", "friends", name, &content.friends)
-    };
-    let attributes: Vec<String> = content
-        .attributes
-        .iter()
-        .map(|(noun, value)| format!("The {noun} of {name} is {value}."))
-        .collect();
-    format!(
-        "# {name}\n\n## Family\n{}\n\n## Friends\n{friends}\n\n## Attributes\n{}\n",
-        family.join("\n"),
-        attributes.join("\n")
-    )
+    // Written into one string (a format per sentence and the joins cost more than the text).
+    let mut out = String::with_capacity(1024);
+    for part in ["# ", name, "\n\n## Family\n"] {
+        out.push_str(part);
+    }
+    for (i, (relation, plural, names)) in content.family.iter().enumerate() {
+        if i > 0 {
+            out.push('\n');
+        }
+        sentence(&mut out, relation, plural, name, names);
+    }
+    out.push_str("\n\n## Friends\n");
+    if !content.friends.is_empty() {
+        sentence(&mut out, "friend", "friends", name, &content.friends);
+    }
+    out.push_str("\n\n## Attributes\n");
+    for (i, (noun, value)) in content.attributes.iter().enumerate() {
+        if i > 0 {
+            out.push('\n');
+        }
+        for part in ["The ", noun, " of ", name, " is ", value, "."] {
+            out.push_str(part);
+        }
+    }
+    out.push('\n');
+    out
 }
 
 /// Renders the article of person `id`.

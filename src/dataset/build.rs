@@ -312,28 +312,38 @@ pub(crate) fn assemble(
                 })
                 .collect(),
         };
-        let articles = corpus::articles(&universe);
+        // While the engines load, the rest runs on the cores they leave free: rayon's global
+        // pool would take every core and slow the engines' start and consult, the critical path
+        // of a small universe. Once they are loaded, the rest takes every core again.
+        let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+        let narrow = rayon::ThreadPoolBuilder::new()
+            .num_threads(cores.saturating_sub(loading.len()).max(1))
+            .thread_name(|_| "rulegym-build".into())
+            .build()
+            .ok();
+        let loaded = || loading.iter().all(|l| l.is_finished());
+        let articles = beside(&narrow, loaded(), || corpus::articles(&universe));
         // The dataset's `facts.pl` names people; the engines hold them by id.
         let named_facts = universe.facts();
         let sampled = (|| {
             let Some(q) = &config.questions else {
                 return Ok((None, None));
             };
-            let index = article_index(&articles)?;
-            let certifier = Certifier::new(&universe, &index, q.solvability)?;
-            let proposals =
-                question::propose_all(&universe, q, Some(&certifier))?.into_shard(shard, shards)?;
+            let index = beside(&narrow, loaded(), || article_index(&articles))?;
+            let certifier = beside(&narrow, loaded(), || {
+                Certifier::new(&universe, &index, q.solvability)
+            })?;
+            let proposals = beside(&narrow, loaded(), || {
+                question::propose_all(&universe, q, Some(&certifier))
+            })?
+            .into_shard(shard, shards)?;
             Ok::<_, Error>((Some(std::sync::Arc::new(index)), Some(proposals)))
         })();
         // What does not depend on the questions is written while the engine still loads.
         let written = match (&sampled, render) {
-            (Ok((index, _)), Render::Into(staged)) => Some(super::stream_universe(
-                &universe,
-                &named_facts,
-                &articles,
-                index.as_deref(),
-                staged,
-            )),
+            (Ok((index, _)), Render::Into(staged)) => Some(beside(&narrow, loaded(), || {
+                super::stream_universe(&universe, &named_facts, &articles, index.as_deref(), staged)
+            })),
             _ => None,
         };
         let mut started = Vec::new();
@@ -383,6 +393,19 @@ pub(crate) fn assemble(
     })
 }
 
+/// Runs `f` on `pool` (the cores that engines still loading leave free) unless `loaded`, else
+/// on rayon's global pool.
+fn beside<R: Send>(
+    pool: &Option<rayon::ThreadPool>,
+    loaded: bool,
+    f: impl FnOnce() -> R + Send,
+) -> R {
+    match pool {
+        Some(pool) if !loaded => pool.install(f),
+        _ => f(),
+    }
+}
+
 /// Phase 2 on `engines`, and on `forks` forked copies of the first (Linux).
 fn verify(
     engines: &[Engine],
@@ -404,12 +427,9 @@ pub fn article_index(articles: &[Article]) -> Result<SearchIndex> {
     let docs = articles
         .iter()
         .enumerate()
-        .map(|(i, a)| {
-            let r = a.record(i as u32);
-            Document {
-                id: r.id,
-                contents: r.contents,
-            }
+        .map(|(i, a)| Document {
+            id: i.to_string(),
+            contents: a.contents(),
         })
         .collect();
     Ok(SearchIndex::build(

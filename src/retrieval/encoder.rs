@@ -122,6 +122,17 @@ fn fnv1a(kind: u8, parts: &[&[u8]]) -> u64 {
     h
 }
 
+/// The bucket of a feature whose mixed hash is `m` (`m % dim`; the division is only a mask
+/// for the default power-of-two dimension).
+#[inline]
+fn bucket(m: u64, dim: usize) -> usize {
+    if dim.is_power_of_two() {
+        (m & (dim as u64 - 1)) as usize
+    } else {
+        (m % dim as u64) as usize
+    }
+}
+
 /// A final mixer so bucket and sign bits are well spread (splitmix64 finaliser).
 fn mix(mut z: u64) -> u64 {
     z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
@@ -142,7 +153,9 @@ struct Scratch {
     grouped: Vec<(u64, f32)>,
     /// Bucket `b`'s features are `grouped[starts[b]..starts[b + 1]]`.
     starts: Vec<usize>,
-    /// Each feature's bucket, then where the next feature of each bucket goes.
+    /// Each feature's bucket.
+    buckets: Vec<usize>,
+    /// Where the next feature of each bucket goes.
     cursor: Vec<usize>,
 }
 
@@ -155,21 +168,16 @@ impl Scratch {
         let Scratch {
             grouped,
             starts,
+            buckets,
             cursor,
             ..
         } = self;
         starts.clear();
         starts.resize(dim + 1, 0);
-        cursor.clear();
-        // `% dim` is a division; the default power-of-two dimension needs only a mask.
-        let mask = dim.is_power_of_two().then_some(dim as u64 - 1);
+        buckets.clear();
         for &(h, _) in feats {
-            let m = mix(h);
-            let b = match mask {
-                Some(mask) => m & mask,
-                None => m % dim as u64,
-            } as usize;
-            cursor.push(b);
+            let b = bucket(mix(h), dim);
+            buckets.push(b);
             starts[b + 1] += 1;
         }
         for b in 0..dim {
@@ -177,9 +185,9 @@ impl Scratch {
         }
         grouped.clear();
         grouped.resize(feats.len(), (0, 0.0));
-        let buckets = std::mem::take(cursor);
+        cursor.clear();
         cursor.extend_from_slice(&starts[..dim]);
-        for (&f, &b) in feats.iter().zip(&buckets) {
+        for (&f, &b) in feats.iter().zip(buckets.iter()) {
             grouped[cursor[b]] = f;
             cursor[b] += 1;
         }
@@ -427,23 +435,30 @@ impl BuiltinEncoder {
         out: &mut [f32],
     ) {
         features(text, &self.cfg, scratch, feats);
-        scratch.group(feats, self.cfg.dim);
-        for (b, out) in out.iter_mut().enumerate() {
-            let bucket = &scratch.grouped[scratch.starts[b]..scratch.starts[b + 1]];
-            let mut i = 0;
-            while i < bucket.len() {
-                let (h, w) = bucket[i];
-                let mut j = i;
-                while j < bucket.len() && bucket[j].0 == h {
-                    j += 1;
-                }
-                if let Some(idf) = self.idf.get(&h) {
-                    let tf = (j - i) as f32;
-                    let sign = if mix(h) >> 63 == 1 { -1.0 } else { 1.0 };
-                    *out += sign * w * (1.0 + tf.ln()) * idf;
-                }
-                i = j;
+        let dim = self.cfg.dim;
+        // Each bucket adds its features in hash order. A short text (a query) has its few
+        // features sorted; a passage's hundreds are grouped by bucket instead.
+        let sorted: &[(u64, f32)] = if feats.len() * 16 < dim {
+            feats.sort_unstable_by_key(|f| f.0);
+            feats
+        } else {
+            scratch.group(feats, dim);
+            &scratch.grouped
+        };
+        let mut i = 0;
+        while i < sorted.len() {
+            let (h, w) = sorted[i];
+            let mut j = i;
+            while j < sorted.len() && sorted[j].0 == h {
+                j += 1;
             }
+            if let Some(idf) = self.idf.get(&h) {
+                let tf = (j - i) as f32;
+                let m = mix(h);
+                let sign = if m >> 63 == 1 { -1.0 } else { 1.0 };
+                out[bucket(m, dim)] += sign * w * (1.0 + tf.ln()) * idf;
+            }
+            i = j;
         }
         let norm = super::l2_norm(out);
         if norm > 0.0 {

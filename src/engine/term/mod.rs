@@ -251,6 +251,15 @@ pub fn write_atom(text: &str, out: &mut String) -> Result<(), EngineError> {
 /// Writes `text` between `delimiter`s with ISO escapes; every character round-trips.
 fn quote(text: &str, delimiter: char, out: &mut String) -> Result<(), EngineError> {
     out.push(delimiter);
+    // Most text (names, values) is printable ASCII without a backslash or the delimiter: as is.
+    if text
+        .bytes()
+        .all(|b| (b' '..=b'~').contains(&b) && b != b'\\' && u32::from(b) != u32::from(delimiter))
+    {
+        out.push_str(text);
+        out.push(delimiter);
+        return Ok(());
+    }
     for c in text.chars() {
         match c {
             '\0' => {
