@@ -184,8 +184,9 @@ fn oracle_answer(answers: &[String]) -> String {
 /// fit in the turn cap, the answer scores F1 = 1), computed from the proof plan without playing
 /// the chat. Every search an oracle can make is known in advance (a person's name, or
 /// "<attribute> <value>" for a value held by at most k people; more holders can never all be
-/// retrieved), so [`Certifier::new`] runs them all (sparse exact search: the dense scan's
-/// rankings at a fraction of its cost) and certifying is a lookup.
+/// retrieved), so [`Certifier::new`] decides them all up front (over a flat index with a
+/// [`crate::retrieval::RankChecker`]: the search's decision exactly, without ranking every
+/// article) and certifying is a lookup.
 pub struct Certifier<'a> {
     universe: &'a Universe,
     setting: Solvability,
@@ -276,9 +277,16 @@ fn retrieves_all(
     if !index.is_flat() {
         for batch in searches.chunks(4096) {
             let texts: Vec<&str> = batch.iter().map(|(text, _)| *text).collect();
-            let hits = retrieved_ids(index, &texts, k)?;
-            for ((_, expected), ids) in batch.iter().zip(hits) {
-                found.push(expected.iter().all(|p| ids.contains(&p.to_string())));
+            for ((_, expected), hits) in batch.iter().zip(index.search(&texts, k)?) {
+                let ids: Vec<&str> = hits
+                    .iter()
+                    .map(|h| docs[h.index as usize].id.as_str())
+                    .collect();
+                found.push(
+                    expected
+                        .iter()
+                        .all(|p| ids.contains(&p.to_string().as_str())),
+                );
             }
         }
         return Ok(found);
@@ -313,35 +321,6 @@ fn retrieves_all(
         found.extend(checker.all_in_top_k(&queries, &targets, k)?);
     }
     Ok(found)
-}
-
-/// The document ids the index returns for each query, as the environment retrieves them. A
-/// flat index is searched from each query's non-zero values only
-/// ([`crate::retrieval::FlatIndex::search_sparse`]: the same hits, scores bit for bit, at a few
-/// percent of the dense scan's cost for short queries).
-fn retrieved_ids(
-    index: &SearchIndex,
-    queries: &[&str],
-    k: usize,
-) -> crate::Result<Vec<Vec<String>>> {
-    let docs = index.docs();
-    let k = k.min(docs.len()).max(1);
-    let hits = if index.is_flat() {
-        let q = index
-            .encoder()
-            .encode(queries, crate::retrieval::Role::Query)?;
-        index.flat().search_sparse(&q, k)?
-    } else {
-        index.search(queries, k)?
-    };
-    Ok(hits
-        .into_iter()
-        .map(|hits| {
-            hits.into_iter()
-                .map(|h| docs[h.index as usize].id.clone())
-                .collect()
-        })
-        .collect())
 }
 
 impl Certify for Certifier<'_> {
