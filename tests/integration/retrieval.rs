@@ -89,10 +89,6 @@ proptest! {
         prop_assert_eq!(bits(idx.search_sparse(&queries, k).unwrap()), dense.clone());
         prop_assert_eq!(bits(naive_search(dim, &data, &queries, k)), dense);
     }
-}
-
-proptest! {
-    #![proptest_config(ProptestConfig::with_cases(96))]
 
     /// The rank checker decides "are these rows all among the top k" as searching ranks them:
     /// integer-valued rows with many zeros (frequent exact ties) and sparse queries, targets
