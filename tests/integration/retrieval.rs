@@ -19,6 +19,17 @@ fn bits(hits: Vec<Vec<rulegym::retrieval::Hit>>) -> Vec<Vec<(u32, u32)>> {
         .collect()
 }
 
+/// A xorshift stream from `seed` (never stuck at zero).
+fn xorshift(seed: u64) -> impl FnMut() -> u64 {
+    let mut s = seed | 1;
+    move || {
+        s ^= s << 13;
+        s ^= s >> 7;
+        s ^= s << 17;
+        s
+    }
+}
+
 fn fixture(name: &str) -> std::path::PathBuf {
     crate::repo().join("tests/fixtures").join(name)
 }
@@ -72,8 +83,7 @@ proptest! {
         k in 1usize..12,
         seed in any::<u64>(),
     ) {
-        let mut s = seed | 1;
-        let mut next = || { s ^= s << 13; s ^= s >> 7; s ^= s << 17; s };
+        let mut next = xorshift(seed);
         let mut value = |zeros: u64| {
             let r = next();
             match r % zeros {
@@ -96,14 +106,10 @@ proptest! {
     /// rows, a row past the end, none).
     #[test]
     fn rank_checker_decides_as_the_search_ranks(
-        dim in 1usize..40,
-        n in 0usize..300,
-        m in 1usize..6,
-        k in 1usize..8,
+        (dim, n, m, k) in (1usize..40, 0usize..300, 1usize..6, 1usize..8),
         seed in any::<u64>(),
     ) {
-        let mut s = seed | 1;
-        let mut next = || { s ^= s << 13; s ^= s >> 7; s ^= s << 17; s };
+        let mut next = xorshift(seed);
         let mut value = |zeros: u64| {
             let r = next();
             if r % zeros == 0 { ((r >> 33) % 5) as f32 - 2.0 } else { 0.0 }
