@@ -112,7 +112,7 @@ proptest! {
         let mut next = xorshift(seed);
         let mut value = |zeros: u64| {
             let r = next();
-            if r % zeros == 0 { ((r >> 33) % 5) as f32 - 2.0 } else { 0.0 }
+            if r.is_multiple_of(zeros) { ((r >> 33) % 5) as f32 - 2.0 } else { 0.0 }
         };
         let data: Vec<f32> = (0..n * dim).map(|_| value(2)).collect();
         let queries: Vec<f32> = (0..m * dim).map(|_| value(3)).collect();
