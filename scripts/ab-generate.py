@@ -36,9 +36,10 @@ def main():
         sys.exit(__doc__)
     runs, trees, per_template = int(sys.argv[1]), sys.argv[2], sys.argv[3]
     binaries = sys.argv[4:]
-    wall = {b: [] for b in binaries}
-    cpu = {b: [] for b in binaries}
-    sums = {}
+    # By position: the same binary may be given twice (a noise check).
+    wall = [[] for _ in binaries]
+    cpu = [[] for _ in binaries]
+    sums = [None for _ in binaries]
     work = tempfile.mkdtemp(prefix="ab-generate-")
     try:
         for round_ in range(runs):
@@ -51,20 +52,20 @@ def main():
                     [binary, "generate", "--out", out, "--num-family-trees", trees,
                      "--per-template", per_template],
                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=True)
-                wall[binary].append(time.perf_counter() - start)
+                wall[i].append(time.perf_counter() - start)
                 after = resource.getrusage(resource.RUSAGE_CHILDREN)
-                cpu[binary].append(after.ru_utime - before.ru_utime
+                cpu[i].append(after.ru_utime - before.ru_utime
                                    + after.ru_stime - before.ru_stime)
                 if round_ == 0:
-                    sums[binary] = digest(out)
+                    sums[i] = digest(out)
     finally:
         shutil.rmtree(work, ignore_errors=True)
-    for binary in binaries:
-        w = wall[binary]
+    for i, binary in enumerate(binaries):
+        w = wall[i]
         print(f"{binary}: wall median {statistics.median(w) * 1e3:.1f} ms "
-              f"(min {min(w) * 1e3:.1f}), CPU median {statistics.median(cpu[binary]) * 1e3:.0f} ms, "
+              f"(min {min(w) * 1e3:.1f}), CPU median {statistics.median(cpu[i]) * 1e3:.0f} ms, "
               f"n={len(w)}")
-    same = len({tuple(sorted(s.items())) for s in sums.values()}) == 1
+    same = len({tuple(sorted(s.items())) for s in sums}) == 1
     print("same bytes" if same else "DIFFERENT OUTPUT")
     print("load average", " ".join(open("/proc/loadavg").read().split()[:3]))
     sys.exit(0 if same else 1)
