@@ -95,6 +95,12 @@ pub enum Error {
         /// The markup found.
         marker: &'static str,
     },
+    /// A search tool call names no tool or has bad arguments; nothing was done.
+    #[error(transparent)]
+    ToolCall(#[from] crate::search::tools::CallError),
+    /// A curriculum's configuration or resume state is unusable.
+    #[error(transparent)]
+    Curriculum(#[from] crate::curriculum::CurriculumError),
     /// `step` was called on an episode that has ended (call `reset`).
     #[error("step after the episode ended")]
     EpisodeOver,

@@ -12,6 +12,7 @@
 #![deny(missing_docs)]
 
 pub mod corpus;
+pub mod curriculum;
 pub mod dataset;
 pub mod engine;
 pub mod env;

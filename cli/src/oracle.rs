@@ -1,10 +1,12 @@
-//! `rulegym oracle`: proof-derived trajectories replayed in the search environment.
+//! `rulegym oracle`: proof-derived trajectories replayed in the search environment, as Search-R1
+//! tag text or as SFT rows in the tool-calling format (`--format sft`).
 
 use rayon::prelude::*;
 use rulegym::Result;
 use rulegym::dataset::load_universe;
 use rulegym::question::Question;
 use rulegym::retrieval::SearchIndex;
+use rulegym::search::demo::{DemoOptions, demonstrations};
 use rulegym::search::oracle::replay;
 use rulegym::search::{Retriever, SearchEnvConfig};
 use rulegym::universe::Universe;
@@ -26,14 +28,27 @@ pub struct SearchData {
 impl SearchData {
     /// Loads the universe, its questions (file order) and the index.
     pub fn load(&self) -> Result<(Universe, Vec<Question>, Arc<dyn Retriever>)> {
-        let universe = load_universe(&self.dataset)?;
-        let questions = rulegym::dataset::load_questions(&self.dataset)?;
+        let (universe, questions, index) = self.load_index()?;
+        Ok((universe, questions, index))
+    }
+
+    /// [`SearchData::load`] with the index as an index (articles by title, too).
+    pub fn load_index(&self) -> Result<(Universe, Vec<Question>, Arc<SearchIndex>)> {
         let path = self
             .index
             .clone()
             .unwrap_or_else(|| self.dataset.join(rulegym::dataset::INDEX_FILE));
-        let index: Arc<dyn Retriever> = Arc::new(SearchIndex::load(&path)?);
-        Ok((universe, questions, index))
+        if !path.is_file() {
+            return Err(rulegym::Error::Dataset {
+                file: path.display().to_string(),
+                message: "no search index: the oracle replays its trajectories over one (build it \
+                          with `rulegym index`, or pass --index)"
+                    .into(),
+            });
+        }
+        let universe = load_universe(&self.dataset)?;
+        let questions = rulegym::dataset::load_questions(&self.dataset)?;
+        Ok((universe, questions, Arc::new(SearchIndex::load(&path)?)))
     }
 }
 
@@ -42,21 +57,66 @@ impl SearchData {
 pub struct Args {
     #[command(flatten)]
     data: SearchData,
-    /// Output JSONL: one line per question (id, messages, f1, retrieval_misses, failure).
+    /// Output JSONL: one line per question (tags: id, messages, f1, retrieval_misses, failure;
+    /// sft: id, question, answers, family, hops, messages, tools, reward).
     #[arg(long)]
     out: PathBuf,
     /// Passages per search.
     #[arg(long, default_value_t = 3)]
     top_k: usize,
+    /// tags: Search-R1 tag text, every question; sft: demonstrations for TRL's `SFTTrainer` in
+    /// the tool-calling format of `rulegym.trl.SearchEnvironment` (`messages` with `tool_calls`,
+    /// `tools`), only those that replay to reward 1.
+    #[arg(long, value_enum, default_value_t = Format::Tags)]
+    format: Format,
+    /// Only questions of this split (train or val; all by default).
+    #[arg(long)]
+    split: Option<String>,
+    /// sft: at most this many demonstrations per question family (in question order).
+    #[arg(long)]
+    max_per_family: Option<usize>,
+    /// sft: seed of the phrasing before each call.
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+}
+
+/// What `rulegym oracle` writes.
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Format {
+    /// Search-R1 tag text (`<search>`, `<answer>`).
+    Tags,
+    /// SFT rows in the tool-calling format.
+    Sft,
 }
 
 /// Runs `rulegym oracle`.
 pub fn run(args: Args) -> Result<()> {
-    let (universe, questions, index) = args.data.load()?;
+    let (universe, mut questions, index) = args.data.load_index()?;
+    if let Some(name) = &args.split {
+        let split = rulegym::question::Split::named(name)
+            .ok_or_else(|| rulegym::Error::Config(format!("unknown split {name:?} (train, val)")))?;
+        questions.retain(|q| q.split == split);
+    }
     let config = SearchEnvConfig {
         top_k: args.top_k,
         ..SearchEnvConfig::default()
     };
+    if args.format == Format::Sft {
+        let mut options = DemoOptions::new(args.seed, args.max_per_family);
+        options.env = config;
+        let (rows, report) = demonstrations(&universe, &index, &options, &questions)?;
+        rulegym::io::write_jsonl(&args.out, &rows)?;
+        println!(
+            "{} demonstrations of {} questions written to {} ({} left out: replay below reward 1; {} beyond --max-per-family)",
+            report.written,
+            questions.len(),
+            args.out.display(),
+            report.failed,
+            report.capped
+        );
+        return Ok(());
+    }
+    let index: Arc<dyn Retriever> = index;
     let (mut perfect, mut reasons) = (0usize, std::collections::BTreeMap::<String, usize>::new());
     // Questions replay independently: in parallel, collected in question order.
     let trajectories: Vec<_> = questions

@@ -34,6 +34,7 @@ mod prelude {
 use prelude::*;
 
 mod convert;
+mod curriculum;
 mod grpo_numpy;
 mod retrieval;
 mod rewardcheck;
@@ -73,6 +74,11 @@ fn _rulegym(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("DEFAULT_PROMPT", search::DEFAULT_PROMPT)?;
     m.add_class::<retrieval::Index>()?;
     m.add_class::<search_env::SearchEnv>()?;
+    m.add_class::<search_env::SearchSession>()?;
+    m.add_class::<curriculum::Curriculum>()?;
+    m.add("SEARCH_TOOL_SYSTEM_PROMPT", search::tools::SYSTEM_PROMPT)?;
+    m.add_function(wrap_pyfunction!(search_env::search_tools, m)?)?;
+    m.add_function(wrap_pyfunction!(search_env::demonstrations, m)?)?;
     m.add_class::<tooluse::RubricScorer>()?;
     m.add_class::<tooluse::ToolEnv>()?;
     m.add_class::<tooluse::Simulation>()?;

@@ -395,15 +395,15 @@ impl Episode {
     pub fn opening(&self) -> Value {
         match self {
             Episode::Search(s) => json!({
-                "question_id": s.question().id,
-                "question": s.question().question,
+                "question_id": s.question().map(|q| &q.id),
+                "question": s.question().map(|q| &q.question),
                 "prompt": format!(
                     "Answer the question about a fictional universe of people. Use `search` \
                      to find passages, `get_article` to read a person's article, and `answer` \
                      (all answers, separated by commas) to finish. Question: {}",
-                    s.question().question
+                    s.question().map_or("", |q| &q.question)
                 ),
-                "split": s.question().split,
+                "split": s.question().map(|q| q.split),
                 "max_turns": s.max_turns(),
             }),
             Episode::Task(t) => json!({
@@ -420,7 +420,7 @@ impl Episode {
         let mut m = Map::new();
         match self {
             Episode::Search(s) => {
-                m.insert("question_id".into(), json!(s.question().id));
+                m.insert("question_id".into(), json!(s.question().map(|q| &q.id)));
             }
             Episode::Task(t) => {
                 m.insert("task_id".into(), json!(t.task_id));

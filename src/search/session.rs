@@ -62,7 +62,7 @@ fn observed(step: &Step) -> String {
 pub struct SearchSession {
     env: SearchEnv,
     index: Arc<SearchIndex>,
-    question: Question,
+    question: Option<Question>,
     max_turns: usize,
     turns: usize,
     done: bool,
@@ -72,17 +72,21 @@ pub struct SearchSession {
 impl SearchSession {
     /// A fresh episode of `question` in `env` (reset here); `index` answers `get_article`. The
     /// turn cap is the environment's.
-    pub fn new(
-        mut env: SearchEnv,
-        index: Arc<SearchIndex>,
-        question: Question,
-    ) -> crate::Result<Self> {
+    pub fn new(env: SearchEnv, index: Arc<SearchIndex>, question: Question) -> crate::Result<Self> {
+        let mut session = SearchSession::of_task(env, index)?;
+        session.question = Some(question);
+        Ok(session)
+    }
+
+    /// A fresh episode of the task `env` holds (a question known only by its text and gold
+    /// answers, such as a trainer's dataset row).
+    pub fn of_task(mut env: SearchEnv, index: Arc<SearchIndex>) -> crate::Result<Self> {
         env.reset()?;
         let max_turns = env.config().max_turns;
         Ok(SearchSession {
             env,
             index,
-            question,
+            question: None,
             max_turns,
             turns: 0,
             done: false,
@@ -90,9 +94,9 @@ impl SearchSession {
         })
     }
 
-    /// The question being answered.
-    pub fn question(&self) -> &Question {
-        &self.question
+    /// The question being answered, when the session was made from one ([`SearchSession::new`]).
+    pub fn question(&self) -> Option<&Question> {
+        self.question.as_ref()
     }
 
     /// Whether the episode is over.

@@ -33,6 +33,7 @@ mod rubric_memory;
 mod search_env;
 mod search_eval;
 mod search_export;
+mod search_tools;
 mod sessions;
 mod skip;
 mod synth_pipeline;

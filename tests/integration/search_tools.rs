@@ -1,0 +1,262 @@
+//! The search environment as tool calls (`search::tools`), its SFT demonstrations
+//! (`search::demo`, `rulegym oracle --format sft`) and the curriculum's draws.
+
+use crate::cli::{generate_small, rulegym, run, run_ok};
+use rulegym::curriculum::{Curriculum, CurriculumConfig, Level};
+use rulegym::question::QuestionConfig;
+use rulegym::reward::{ScoreMode, score};
+use rulegym::search::demo::{DemoOptions, demonstration, demonstrations};
+use rulegym::search::session::SearchSession;
+use rulegym::search::tools::{self, ANSWER_RECORDED, OVER, TOOLS};
+use rulegym::search::{SearchEnv, SearchEnvConfig, SearchTask};
+use rulegym::{Question, SearchIndex};
+use serde_json::{Map, Value, json};
+use std::sync::{Arc, OnceLock};
+
+#[path = "../support/search.rs"]
+mod search;
+
+fn dataset() -> &'static search::SearchData {
+    static D: OnceLock<search::SearchData> = OnceLock::new();
+    D.get_or_init(|| search::search_data(&QuestionConfig::default()))
+}
+
+fn session(index: &Arc<SearchIndex>, q: &Question, max_turns: usize) -> SearchSession {
+    let task = SearchTask {
+        question: q.question.clone(),
+        answers: q.answers.clone(),
+        gold_docs: Vec::new(),
+    };
+    let config = SearchEnvConfig {
+        max_turns,
+        ..SearchEnvConfig::default()
+    };
+    let env = SearchEnv::new(index.clone(), config, task).unwrap();
+    SearchSession::of_task(env, index.clone()).unwrap()
+}
+
+fn args(pairs: &[(&str, &str)]) -> Map<String, Value> {
+    pairs
+        .iter()
+        .map(|(k, v)| ((*k).to_owned(), Value::from(*v)))
+        .collect()
+}
+
+#[test]
+fn every_tool_every_fault_and_the_episode_end() {
+    let d = dataset();
+    let q = &d.questions[0];
+    let mut s = session(&d.index, q, 4);
+    let name = &d.universe.people[0].name;
+    // search: the passages without Search-R1's wrapper.
+    let found = tools::call(&mut s, "search", &args(&[("query", name)])).unwrap();
+    assert!(found.starts_with("Doc 1(Title: "), "{found}");
+    assert!(!found.contains("<information>"));
+    // get_article: the article, or a note naming the title.
+    let article = tools::call(&mut s, "get_article", &args(&[("title", name)])).unwrap();
+    assert_eq!(article, d.index.article(name).unwrap().contents);
+    let missing = tools::call(&mut s, "get_article", &args(&[("title", "Nobody Here")])).unwrap();
+    assert_eq!(missing, "No article is titled 'Nobody Here'.");
+    assert_eq!(s.turns(), 3);
+    // Faults take no turn and change nothing.
+    let fault = |s: &mut SearchSession, name: &str, a: Map<String, Value>| {
+        tools::call(s, name, &a).unwrap_err().to_string()
+    };
+    assert!(fault(&mut s, "browse", args(&[("query", "x")])).contains("unknown tool \"browse\""));
+    assert!(fault(&mut s, "search", args(&[])).contains("\"query\" must be a string"));
+    let mut number = Map::new();
+    number.insert("query".into(), json!(3));
+    assert!(fault(&mut s, "search", number).contains("must be a string"));
+    assert!(
+        fault(&mut s, "search", args(&[("query", "a"), ("k", "2")]))
+            .contains("unexpected argument \"k\"")
+    );
+    assert!(fault(&mut s, "answer", args(&[("answer", "x</answer>")])).contains("must not contain"));
+    assert_eq!(s.turns(), 3);
+    assert!(!s.done());
+    // answer: scored with the environment's reward; the episode ends.
+    let wrong = "Nobody Here";
+    let done = tools::call(&mut s, "answer", &args(&[("answer", wrong)])).unwrap();
+    assert_eq!(done, ANSWER_RECORDED);
+    assert!(s.done());
+    assert_eq!(s.reward(), score(wrong, &q.answers, ScoreMode::Squad).f1);
+    for t in TOOLS {
+        let a = args(&[(t.arguments[0].0, name)]);
+        assert_eq!(tools::call(&mut s, t.name, &a).unwrap(), OVER);
+    }
+    assert_eq!(s.turns(), 4);
+    // The turn cap: the call using the last turn without an answer ends the episode, reward 0.
+    let mut capped = session(&d.index, q, 2);
+    tools::call(&mut capped, "get_article", &args(&[("title", name)])).unwrap();
+    let last = tools::call(&mut capped, "get_article", &args(&[("title", name)])).unwrap();
+    assert_eq!(last, OVER);
+    assert!(capped.done());
+    assert_eq!(capped.reward(), 0.0);
+    // The gold answer scores 1.
+    let mut gold = session(&d.index, q, 4);
+    tools::call(&mut gold, "answer", &args(&[("answer", &q.answers.join(", "))])).unwrap();
+    assert_eq!(gold.reward(), 1.0);
+}
+
+#[test]
+fn schemas_are_openai_functions_of_string_arguments() {
+    let schemas = tools::schemas();
+    let names: Vec<&str> = schemas
+        .iter()
+        .map(|s| s["function"]["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["search", "get_article", "answer"]);
+    for (s, t) in schemas.iter().zip(TOOLS) {
+        assert_eq!(s["type"], "function");
+        let params = &s["function"]["parameters"];
+        assert_eq!(params["required"], json!([t.arguments[0].0]));
+        assert_eq!(params["properties"][t.arguments[0].0]["type"], "string");
+        assert_eq!(s["function"]["return"]["description"], t.returns);
+    }
+}
+
+/// Replays a demonstration's calls in a fresh session: (observations, reward).
+fn replay(index: &Arc<SearchIndex>, q: &Question, messages: &[Value]) -> (Vec<String>, f64) {
+    let mut s = session(index, q, SearchEnvConfig::default().max_turns);
+    let mut observations = Vec::new();
+    for m in messages {
+        for call in m["tool_calls"].as_array().into_iter().flatten() {
+            let f = &call["function"];
+            let a = f["arguments"].as_object().unwrap();
+            observations.push(tools::call(&mut s, f["name"].as_str().unwrap(), a).unwrap());
+        }
+    }
+    (observations, s.reward())
+}
+
+#[test]
+fn demonstrations_replay_to_reward_one_in_the_environment_they_teach() {
+    let d = dataset();
+    let options = DemoOptions::default();
+    let (demos, report) = demonstrations(&d.universe, &d.index, &options, &d.questions).unwrap();
+    eprintln!(
+        "demonstrations: {} of {} questions ({} below reward 1)",
+        demos.len(),
+        d.questions.len(),
+        report.failed
+    );
+    assert_eq!(report.written + report.failed, d.questions.len());
+    // Reads go by title, so only attribute searches can miss: nearly every question has one.
+    assert!(report.written * 10 >= d.questions.len() * 9, "{report:?}");
+    let by_id: std::collections::BTreeMap<&str, &Question> =
+        d.questions.iter().map(|q| (q.id.as_str(), q)).collect();
+    let mut openings = std::collections::BTreeSet::new();
+    for demo in &demos {
+        let q = by_id[demo.id.as_str()];
+        assert_eq!(demo.reward, 1.0);
+        assert_eq!(demo.tools, tools::schemas());
+        let m = &demo.messages;
+        assert_eq!(m[0]["role"], "system");
+        assert_eq!(m[0]["content"], tools::SYSTEM_PROMPT);
+        assert_eq!((&m[1]["role"], &m[1]["content"]), (&json!("user"), &json!(q.question)));
+        // Each call is followed by its tool message: exactly what the session returns.
+        let (observations, reward) = replay(&d.index, q, m);
+        assert_eq!(reward, 1.0, "{}", demo.id);
+        let shown: Vec<&str> = m
+            .iter()
+            .filter(|x| x["role"] == "tool")
+            .map(|x| x["content"].as_str().unwrap())
+            .collect();
+        assert_eq!(shown, observations);
+        let calls: Vec<&str> = m
+            .iter()
+            .flat_map(|x| x["tool_calls"].as_array().into_iter().flatten())
+            .map(|c| c["function"]["name"].as_str().unwrap())
+            .collect();
+        assert_eq!(calls.last(), Some(&"answer"));
+        assert_eq!(m.last().unwrap()["role"], "assistant");
+        openings.insert(m[2]["content"].as_str().unwrap().split(' ').next().unwrap().to_owned());
+    }
+    assert!(openings.len() >= 3, "phrasings vary: {openings:?}");
+    // Deterministic, and the per-family cap holds.
+    let again = demonstration(&d.universe, &d.index, &options, by_id[demos[0].id.as_str()])
+        .unwrap()
+        .unwrap();
+    assert_eq!(again, demos[0]);
+    let capped = DemoOptions::new(1, Some(5));
+    let (few, report) = demonstrations(&d.universe, &d.index, &capped, &d.questions).unwrap();
+    assert_eq!(few.len(), 5);
+    assert_eq!(few[..], demos[..5]);
+    assert!(report.capped > 0);
+}
+
+#[test]
+fn oracle_sft_rows_from_the_cli_and_a_dataset_without_an_index() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    generate_small(&data);
+    let out = dir.path().join("sft.jsonl");
+    let o = run_ok(
+        rulegym()
+            .args(["oracle", "--format", "sft", "--split", "train", "--max-per-family", "7"])
+            .arg("--dataset")
+            .arg(&data)
+            .arg("--out")
+            .arg(&out),
+    );
+    let rows: Vec<Value> = std::fs::read_to_string(&out)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(rows.len(), 7, "{}", String::from_utf8_lossy(&o.stdout));
+    for r in &rows {
+        assert_eq!(r["reward"], 1.0);
+        assert_eq!(r["tools"], json!(tools::schemas()));
+        assert!(r["id"].as_str().unwrap().starts_with("base-"));
+    }
+    // The same command gives the same bytes.
+    let again = dir.path().join("again.jsonl");
+    run_ok(
+        rulegym()
+            .args(["oracle", "--format", "sft", "--split", "train", "--max-per-family", "7"])
+            .arg("--dataset")
+            .arg(&data)
+            .arg("--out")
+            .arg(&again),
+    );
+    assert_eq!(std::fs::read(&out).unwrap(), std::fs::read(&again).unwrap());
+    std::fs::remove_file(data.join("index.idx")).unwrap();
+    let o = run(
+        rulegym()
+            .args(["oracle", "--format", "sft", "--dataset"])
+            .arg(&data)
+            .arg("--out")
+            .arg(dir.path().join("none.jsonl")),
+    );
+    assert!(!o.status.success());
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains("no search index"), "{err}");
+}
+
+#[test]
+fn curriculum_draws_play_in_the_tool_session_and_follow_the_rewards() {
+    let config = CurriculumConfig {
+        ladder: vec![Level::hops(1, 1), Level::hops(2, 3)],
+        window: 3,
+        questions_per_universe: 4,
+        per_cell: 4,
+        ..CurriculumConfig::default()
+    };
+    let mut c = Curriculum::new(config).unwrap();
+    let mut levels = Vec::new();
+    for i in 0..8 {
+        let d = c.draw().unwrap();
+        let range = &c.config().ladder[d.level];
+        assert!((range.min_hops..=range.max_hops).contains(&d.question.hops));
+        // A policy that answers gold at level 0 and nothing at level 1.
+        let mut s = session(&d.index, &d.question, 10);
+        let answer = if d.level == 0 { d.question.answers.join(", ") } else { "Nobody At All".to_owned() };
+        tools::call(&mut s, "answer", &args(&[("answer", &answer)])).unwrap();
+        levels.push(c.report(s.reward()).unwrap());
+        if i == 0 {
+            assert_eq!(s.reward(), 1.0);
+        }
+    }
+    assert_eq!(levels, [0, 0, 1, 1, 1, 0, 0, 0]);
+}
