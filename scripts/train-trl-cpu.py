@@ -249,12 +249,14 @@ def evaluate_multi(model, tok, rows: list[dict], max_new_tokens: int, turns: int
     return {"reward": m, "se": se, "tag_rate": sum(answered) / len(answered), "n": len(rows), "rewards": rewards}
 
 
-def svg_plot(steps: list[dict], path: Path, title: str) -> None:
-    """Training reward and tag rate against steps, as a small self-contained SVG."""
+def svg_plot(steps: list[dict], path: Path, title: str, series: list[tuple] | None = None) -> None:
+    """Series of values in [0, 1] against steps, as a small self-contained SVG: by default the
+    training reward and the tag rate; `series` is (key, colour, label) per line."""
     w, h, pad = 560, 320, 48
     xs = [s["step"] for s in steps]
     xmax = max(xs) if xs else 1
-    series = [("reward", "#1f77b4", "reward (rulegym F1)"), ("tag_rate", "#d62728", "tag rate")]
+    if series is None:
+        series = [("reward", "#1f77b4", "reward (rulegym F1)"), ("tag_rate", "#d62728", "tag rate")]
 
     def px(x):
         return pad + (w - 2 * pad) * (x / xmax if xmax else 0)

@@ -27,6 +27,17 @@ the tool set of its task, and :func:`tool_environments` gives one factory per to
 
     trainer = GRPOTrainer(model, environment_factory=tool_environments(data), train_dataset=data)
 
+Curriculum (the environment owns the data: no dataset rows; each GRPO group of ``num_generations``
+rollouts shares one question drawn by a :class:`rulegym.Curriculum`, whose level follows the
+rewards reported back)::
+
+    env = curriculum_environment(rulegym.Curriculum({"seed": 1}), num_generations=4)
+    trainer = GRPOTrainer(model, environment_factory=env, args=GRPOConfig(..., max_steps=N),
+                          train_dataset=Dataset.from_list(env.placeholder_rows(rows_per_step)))
+
+(``train_dataset`` may be left out; the system prompt then goes into the user message, see
+:func:`curriculum_environment`.)
+
 Rows are checked before training starts (:func:`check_rows`): missing answers, an index that does
 not exist or an unknown environment are errors naming the row.
 """
@@ -36,6 +47,7 @@ from __future__ import annotations
 import inspect
 import json
 import os
+import sys
 from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional, Sequence
 
 from rulegym import _rulegym
@@ -46,8 +58,10 @@ __all__ = [
     "ToolEnvironment",
     "check_rows",
     "completion_text",
+    "curriculum_environment",
     "f1_reward",
     "format_reward",
+    "search_tool_schemas",
     "tool_environments",
 ]
 
@@ -165,111 +179,214 @@ def check_rows(rows: Iterable[Mapping[str, Any]], environments: Optional[Iterabl
 _OVER = "The episode is over (an answer was given, or the turn limit is reached)."
 
 
+def search_tool_schemas() -> List[Dict[str, Any]]:
+    """The OpenAI function schemas of the search tools (``search``, ``get_article``,
+    ``answer``), as rulegym defines them once (``_rulegym.search_tools()``): what
+    :class:`SearchEnvironment`'s methods render to through ``transformers.utils.get_json_schema``
+    (which is what TRL puts in the chat template's ``tools``)."""
+    return [dict(t) for t in _rulegym.search_tools()]
+
+
+def _load_index(value: Any, where: str) -> Any:
+    """An ``_rulegym.Index``: as given, or loaded from a path (the Rust side caches loaded
+    indexes per path and process)."""
+    if isinstance(value, _rulegym.Index):
+        return value
+    path = os.fspath(value)
+    if not os.path.isfile(path):
+        raise RowError(f"{where}: index {path!r} does not exist")
+    return _rulegym.Index(path)
+
+
 class SearchEnvironment:
     """The search environment for ``GRPOTrainer(environment_factory=SearchEnvironment)``: tools
     ``search``, ``get_article`` and ``answer`` over the row's index, rulegym's exact set-F1
     reward once ``answer`` is called (0 without an answer), the environment's turn cap (each
     tool call is a turn; beyond the cap a tool says the episode is over). ``reset(**row)``
-    takes a row of ``rulegym export --format trl``; ``index`` overrides the rows'
-    ``index_path``."""
+    takes a row of ``rulegym export --format trl``; ``index`` (a path or an
+    ``rulegym.Index``) overrides the rows' ``index_path``.
 
-    def __init__(self, index: Optional[str] = None):
+    The episode is a Rust ``SearchSession``: the tools, their schemas (the methods' docstrings
+    are generated from them, see :func:`search_tool_schemas`) and the texts they return are
+    rulegym's, the same the SFT demonstrations of ``rulegym oracle --format sft`` show."""
+
+    def __init__(self, index: Any = None):
         self._index_override = index
-        self._env = None
-        self._index = None
-        self._reward = 0.0
-        self._done = False
-        self.turns = 0
+        self._env = None  # the session of the current episode
 
     def reset(self, **row: Any) -> None:
-        """Starts the episode of ``row`` (its ``answers``, ``question``, ``index_path`` and
-        optional ``env_config``); the prompt is the row's own."""
+        """Starts the episode of ``row`` (its ``answers``, ``question``, ``index_path`` or
+        ``index`` (an ``rulegym.Index``), and optional ``env_config``); the prompt is the
+        row's own."""
         where = f"row {row.get('id')!r}"
         answers = _answers(row.get("answers"), where)
-        path = self._index_override or row.get("index_path")
-        if not path:
+        index = self._index_override
+        if index is None:
+            given = row.get("index")
+            index = given if isinstance(given, (_rulegym.Index, str, os.PathLike)) and given else row.get("index_path")
+        if not index:
             raise RowError(f"{where}: no index (the row has no index_path; pass SearchEnvironment(index=...))")
-        if not os.path.isfile(path):
-            raise RowError(f"{where}: index {path!r} does not exist")
-        self._index = _rulegym.Index(path)
-        self._env = _rulegym.SearchEnv(self._index, str(row.get("question") or ""), answers, None,
-                                       _env_config(row.get("env_config")))
-        self._env.reset()
-        self._reward = 0.0
-        self._done = False
-        self.turns = 0
+        self._start(_load_index(index, where), str(row.get("question") or ""), answers, row.get("env_config"))
         return None
 
-    def _turn(self) -> bool:
-        """Counts a tool call against the turn cap; False once the episode is over (then the
-        reward stays what it was: 0 unless an answer was scored)."""
+    def _start(self, index: Any, question: str, answers: List[str], env_config: Any) -> None:
+        self._env = _rulegym.SearchSession(index, question, answers, _env_config(env_config))
+
+    def _call(self, name: str, arguments: Dict[str, Any]) -> str:
         if self._env is None:
             raise RuntimeError("reset() first")
-        if self._done:
-            return False
-        if self.turns >= self._env.max_turns:
-            self._done = True
-            return False
-        self.turns += 1
-        return True
+        return self._env.call(name, arguments)
 
-    def _step(self, action: str) -> Optional[Dict[str, Any]]:
-        if not self._turn():
-            return None
-        out = self._env.step(action)
-        if out["done"]:
-            self._done = True
-            self._reward = float(out["reward"])
-        return out
+    @property
+    def done(self) -> bool:
+        """Whether the episode is over (answered, or the turn cap reached)."""
+        return self._env is not None and bool(self._env.done)
 
-    def search(self, query: str) -> str:
-        """Searches the encyclopedia for passages about a query.
+    _done = done  # the name scripts/train-trl-cpu.py reads
 
-        Args:
-            query: What to look for, such as a person's name and a relation.
-
-        Returns:
-            The best-matching passages, each with its article title.
-        """
-        out = self._step(f"<search>{query}</search>")
-        if out is None or out["done"]:
-            return _OVER
-        text = "".join(m["content"] for m in out["observations"]).strip()
-        # The passages without Search-R1's <information> wrapper (a function call's response).
-        return text.removeprefix("<information>").removesuffix("</information>").strip()
-
-    def get_article(self, title: str) -> str:
-        """Reads the whole article with this title (a person's name).
-
-        Args:
-            title: The article's title, such as a person's full name.
-
-        Returns:
-            The article's text, or a note that no article has this title.
-        """
-        if not self._turn():
-            return _OVER
-        doc = self._index.article(title)
-        if doc is None:
-            return f"No article is titled {title!r}."
-        return doc["contents"]
-
-    def answer(self, answer: str) -> str:
-        """Gives the final answer and ends the episode.
-
-        Args:
-            answer: The answer; several answers separated by commas.
-
-        Returns:
-            A confirmation.
-        """
-        if self._step(f"<answer>{answer}</answer>") is None:
-            return _OVER
-        return "Answer recorded."
+    @property
+    def turns(self) -> int:
+        """Tool calls taken in this episode."""
+        return 0 if self._env is None else int(self._env.turns)
 
     def get_reward(self) -> float:
         """rulegym's reward of the episode: the set F1 of the answer, 0 without one."""
-        return self._reward
+        return 0.0 if self._env is None else float(self._env.reward)
+
+
+class _Draws:
+    """The questions of one curriculum environment class, shared by all its instances (TRL
+    makes one instance per rollout of a generation batch and resets them in order): a new
+    draw every ``num_generations`` resets, so each GRPO group shares its question."""
+
+    def __init__(self, curriculum: Any, num_generations: int, on_draw: Optional[Callable[[Dict[str, Any]], None]]):
+        if int(num_generations) < 1:
+            raise ValueError(f"num_generations must be at least 1, got {num_generations}")
+        self.curriculum = curriculum
+        self.num_generations = int(num_generations)
+        self.on_draw = on_draw
+        self.resets = 0  # reset() calls so far
+        self.group = -1  # the current group (draw) number
+        self.draw: Optional[Dict[str, Any]] = None
+        self.level = int(curriculum.level)
+        self.reports = 0
+        self.rewards: List[tuple] = []  # (group, level at draw, reward) of reported episodes, not yet taken
+        self._draw_level = self.level
+
+    def next(self) -> tuple:
+        if self.resets % self.num_generations == 0:
+            self.draw = self.curriculum.draw()
+            self.group += 1
+            self._draw_level = int(self.draw.get("level", self.curriculum.level))
+            if self.on_draw is not None:
+                self.on_draw(self.draw)
+        self.resets += 1
+        return self.group, self._draw_level, self.draw
+
+    def report(self, group: int, level: int, reward: float) -> None:
+        self.level = int(self.curriculum.report(float(reward)))
+        self.reports += 1
+        self.rewards.append((group, level, float(reward)))
+
+    def take(self) -> List[tuple]:
+        """The (group, level, reward) reported since the last call."""
+        out, self.rewards = self.rewards, []
+        return out
+
+
+def _check_single_process() -> None:
+    # A group is split across processes under data parallelism, and each process would draw its
+    # own question for its share: the count of resets is per process.
+    dist = sys.modules.get("torch.distributed")
+    if dist is not None and dist.is_available() and dist.is_initialized() and dist.get_world_size() > 1:
+        raise RuntimeError("curriculum_environment draws per process: train it in a single process")
+
+
+def curriculum_environment(
+    curriculum: Any,
+    num_generations: int,
+    system_prompt: Optional[str] = None,
+    on_draw: Optional[Callable[[Dict[str, Any]], None]] = None,
+) -> type:
+    """An ``environment_factory`` for TRL training without dataset rows: the environment owns
+    the data. Every ``num_generations`` consecutive ``reset()`` calls (one GRPO group: TRL
+    resets the batch's environments in order, a group's rollouts adjacent) get the same
+    question, drawn from ``curriculum`` (a :class:`rulegym.Curriculum`); ``get_reward()`` is
+    the episode's reward and is reported to the curriculum once per episode
+    (``curriculum.report``), which moves its level.
+
+    ``reset()`` returns the question's user message: TRL appends it to the last (user) message
+    of the row's prompt. Without a ``train_dataset`` that prompt is TRL's placeholder (one
+    empty user message, no system message), and the system prompt (``system_prompt``, else
+    the draw's) is put before the question in the user message. To give the model the system
+    message as its own message (as in SFT data and evaluation), pass
+    ``train_dataset=Dataset.from_list(cls.placeholder_rows(n))``: rows of the system message
+    and an empty user message (TRL cycles them; ``n`` = generation batch / ``num_generations``).
+
+    ``on_draw(draw)`` is called with each new draw (e.g. to check it against held-out data).
+    The class exposes ``cls.draws`` (``.level``: the curriculum's level after the last report;
+    ``.take()``: the (group, level, reward) of episodes reported since the last call;
+    ``.group``, ``.resets``, ``.reports``) and ``cls.curriculum``. Single process only (a
+    data-parallel run splits groups across processes)."""
+    draws = _Draws(curriculum, num_generations, on_draw)
+
+    class CurriculumSearchEnvironment(SearchEnvironment):
+        __doc__ = f"Search episodes drawn from a curriculum, {draws.num_generations} rollouts per question."
+
+        def __init__(self) -> None:
+            super().__init__()
+            self.draw: Optional[Dict[str, Any]] = None
+            self._group = -1
+            self._level = draws.level
+            self._reported = True
+
+        def reset(self, **row: Any) -> str:
+            """Starts the next rollout of the current group (a new question every
+            ``num_generations`` resets); returns the question's user message."""
+            _check_single_process()
+            self._group, self._level, draw = draws.next()
+            self.draw = draw
+            where = f"draw {draw.get('id')!r}"
+            self._start(_load_index(draw["index"], where), str(draw["question"]),
+                        _answers(draw.get("answers"), where), draw.get("env_config"))
+            self._reported = False
+            system, user = _split_prompt(draw, system_prompt)
+            prompt = row.get("prompt")
+            has_system = isinstance(prompt, Sequence) and any(
+                isinstance(m, Mapping) and m.get("role") == "system" for m in prompt)
+            if system and not has_system:
+                return f"{system}\n\n{user}"
+            return user
+
+        def get_reward(self) -> float:
+            """The episode's reward; the first call of an episode reports it to the curriculum."""
+            reward = super().get_reward()
+            if not self._reported and self._env is not None:
+                self._reported = True
+                draws.report(self._group, self._level, reward)
+            return reward
+
+        @classmethod
+        def placeholder_rows(cls, n: int) -> List[Dict[str, Any]]:
+            """``n`` dataset rows holding only the prompt frame: the system message and an
+            empty user message, which ``reset()`` fills with the question."""
+            system = system_prompt if system_prompt is not None else _rulegym.SEARCH_TOOL_SYSTEM_PROMPT
+            frame = ([{"role": "system", "content": system}] if system else []) + [{"role": "user", "content": ""}]
+            return [{"prompt": [dict(m) for m in frame]} for _ in range(int(n))]
+
+    CurriculumSearchEnvironment.draws = draws
+    CurriculumSearchEnvironment.curriculum = curriculum
+    return CurriculumSearchEnvironment
+
+
+def _split_prompt(draw: Mapping[str, Any], system_prompt: Optional[str]) -> tuple:
+    """(system text or None, user text) of a draw's prompt; ``system_prompt`` overrides."""
+    prompt = list(draw.get("prompt") or [])
+    system = next((m.get("content") for m in prompt if m.get("role") == "system"), None)
+    user = next((m.get("content") for m in reversed(prompt) if m.get("role") == "user"), None)
+    if user is None:
+        user = str(draw.get("question") or "")
+    return (system_prompt if system_prompt is not None else system), str(user)
 
 
 class ToolEnvironment:
@@ -347,16 +464,21 @@ _PY_TYPES = {"string": str, "integer": int, "number": float, "boolean": bool, "a
 _RESERVED = {"reset", "get_reward", "ask_user", "finish"}
 
 
-def _tool_method(schema: Mapping[str, Any]) -> Callable[..., str]:
-    """A method calling the task tool of this OpenAI function schema, with the signature, type
-    hints and Google-style docstring TRL (through transformers' ``get_json_schema``) renders."""
+def _tool_method(schema: Mapping[str, Any], reserved: Iterable[str] = _RESERVED,
+                 positional: bool = False) -> Callable[..., str]:
+    """A method calling ``self._call(name, arguments)`` for the tool of this OpenAI function
+    schema, with the signature, type hints and Google-style docstring TRL (through
+    transformers' ``get_json_schema``) renders back into the schema: its description, each
+    argument's, and ``Returns:`` from the schema's ``return`` description (``returns`` text;
+    else "The tool's response."). Arguments are keyword-only unless ``positional``."""
     function = schema["function"]
     name = function["name"]
-    if name in _RESERVED or name.startswith("_"):
+    if name in set(reserved) or name.startswith("_"):
         raise ValueError(f"tool {name!r} clashes with the environment's own methods")
     parameters = function.get("parameters") or {}
     properties = parameters.get("properties") or {}
     required = set(parameters.get("required") or [])
+    kind_of_arg = inspect.Parameter.POSITIONAL_OR_KEYWORD if positional else inspect.Parameter.KEYWORD_ONLY
     params = [inspect.Parameter("self", inspect.Parameter.POSITIONAL_OR_KEYWORD)]
     annotations: Dict[str, Any] = {"return": str}
     lines = []
@@ -369,24 +491,28 @@ def _tool_method(schema: Mapping[str, Any]) -> Callable[..., str]:
             hint = Optional[hint]
         annotations[arg] = hint
         default = inspect.Parameter.empty if arg in required else None
-        params.append(inspect.Parameter(arg, inspect.Parameter.KEYWORD_ONLY, default=default, annotation=hint))
+        params.append(inspect.Parameter(arg, kind_of_arg, default=default, annotation=hint))
         description = " ".join(str(spec.get("description") or arg).split())
         if "enum" in spec:
             description += " One of: " + ", ".join(json.dumps(v) for v in spec["enum"]) + "."
         lines.append(f"    {arg}: {description}")
+    signature = inspect.Signature(params, return_annotation=str)
 
-    def method(self: ToolEnvironment, **kwargs: Any) -> str:
-        return self._call(name, {k: v for k, v in kwargs.items() if v is not None})
+    def method(self: Any, *args: Any, **kwargs: Any) -> str:
+        arguments = signature.bind(self, *args, **kwargs).arguments
+        return self._call(name, {k: v for k, v in arguments.items() if k != "self" and v is not None})
 
+    returns = function.get("return")
+    returns = returns.get("description") if isinstance(returns, Mapping) else function.get("returns")
     doc = " ".join(str(function.get("description") or name).split())
     if lines:
         doc += "\n\nArgs:\n" + "\n".join(lines)
-    doc += "\n\nReturns:\n    The tool's response."
+    doc += "\n\nReturns:\n    " + (" ".join(str(returns).split()) if returns else "The tool's response.")
     method.__name__ = name
     method.__qualname__ = name
     method.__doc__ = doc
     method.__annotations__ = annotations
-    method.__signature__ = inspect.Signature(params, return_annotation=str)
+    method.__signature__ = signature
     return method
 
 
@@ -419,3 +545,11 @@ def tool_environments(
     if not classes:
         raise RowError("no tool-use rows")
     return classes
+
+
+# SearchEnvironment's tools, generated from rulegym's schemas (methods on the class, where TRL
+# looks for them: every public function but reset and get_reward is a tool).
+for _schema in search_tool_schemas():
+    setattr(SearchEnvironment, _schema["function"]["name"],
+            _tool_method(_schema, reserved=("reset", "get_reward", "done", "turns"), positional=True))
+del _schema
