@@ -74,7 +74,9 @@ pub enum CurriculumError {
     #[error("reported reward {0} is not in [0, 1]")]
     Reward(f64),
     /// Universes kept failing to give a question of the level.
-    #[error("level {level}: {tried} universes in a row gave no question of {min_hops}..={max_hops} hops")]
+    #[error(
+        "level {level}: {tried} universes in a row gave no question of {min_hops}..={max_hops} hops"
+    )]
     NoQuestions {
         /// The level.
         level: usize,
@@ -211,7 +213,10 @@ impl CurriculumConfig {
         knob(
             "questions_per_universe",
             (1..=1_000_000).contains(&self.questions_per_universe),
-            format!("must be in 1..=1000000, got {}", self.questions_per_universe),
+            format!(
+                "must be in 1..=1000000, got {}",
+                self.questions_per_universe
+            ),
         )?;
         knob(
             "per_cell",
@@ -329,7 +334,10 @@ impl Curriculum {
     }
 
     /// The curriculum of `config` continued from `state`.
-    pub fn resume(config: CurriculumConfig, state: CurriculumState) -> Result<Self, CurriculumError> {
+    pub fn resume(
+        config: CurriculumConfig,
+        state: CurriculumState,
+    ) -> Result<Self, CurriculumError> {
         config.validate()?;
         if state.seed != config.seed {
             return Err(CurriculumError::ForeignState {
@@ -409,10 +417,8 @@ impl Curriculum {
             easy_mode: universe.easy_mode,
             ..QuestionConfig::default()
         };
-        let dataset = crate::dataset::build(&crate::dataset::BuildConfig::new(
-            universe,
-            Some(questions),
-        ))?;
+        let dataset =
+            crate::dataset::build(&crate::dataset::BuildConfig::new(universe, Some(questions)))?;
         let index = dataset.index.ok_or_else(|| {
             crate::Error::Config("the curriculum's universe was built without an index".into())
         })?;
@@ -555,7 +561,10 @@ mod tests {
         assert_eq!(c.level(), 0, "between the thresholds it stays");
         assert_eq!(c.state().moves, vec![(4, 1), (12, 0)]);
         assert_eq!(c.report(1.5), Err(CurriculumError::Reward(1.5)));
-        assert!(matches!(c.report(f64::NAN), Err(CurriculumError::Reward(_))));
+        assert!(matches!(
+            c.report(f64::NAN),
+            Err(CurriculumError::Reward(_))
+        ));
     }
 
     #[test]
@@ -564,7 +573,11 @@ mod tests {
         let mut a = Curriculum::new(small()).unwrap();
         let first = ids(&mut a, &rewards);
         let mut b = Curriculum::new(small()).unwrap();
-        assert_eq!(ids(&mut b, &rewards), first, "same seed and rewards, same draws");
+        assert_eq!(
+            ids(&mut b, &rewards),
+            first,
+            "same seed and rewards, same draws"
+        );
         assert!(first[..4].iter().all(|(_, level, _)| *level == 0));
         assert!(first[4..].iter().all(|(_, level, _)| *level == 1));
         // Three questions per universe, and a level change draws a new universe.
@@ -581,7 +594,10 @@ mod tests {
             assert!(d.question.certificate.as_ref().is_some_and(|c| c.solvable));
             assert!(!d.question.answers.is_empty());
             assert!(d.index.len() > 0);
-            assert!(seen.insert((d.universe_seed, d.question.id)), "no question twice");
+            assert!(
+                seen.insert((d.universe_seed, d.question.id)),
+                "no question twice"
+            );
         }
     }
 
@@ -597,10 +613,7 @@ mod tests {
         let mut resumed = Curriculum::resume(small(), state.clone()).unwrap();
         head.extend(ids(&mut resumed, &rewards[3..]));
         assert_eq!(head, all);
-        let other = CurriculumConfig {
-            seed: 2,
-            ..small()
-        };
+        let other = CurriculumConfig { seed: 2, ..small() };
         assert!(matches!(
             Curriculum::resume(other, state),
             Err(CurriculumError::ForeignState { what: "seed", .. })

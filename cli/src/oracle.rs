@@ -93,8 +93,9 @@ pub enum Format {
 pub fn run(args: Args) -> Result<()> {
     let (universe, mut questions, index) = args.data.load_index()?;
     if let Some(name) = &args.split {
-        let split = rulegym::question::Split::named(name)
-            .ok_or_else(|| rulegym::Error::Config(format!("unknown split {name:?} (train, val)")))?;
+        let split = rulegym::question::Split::named(name).ok_or_else(|| {
+            rulegym::Error::Config(format!("unknown split {name:?} (train, val)"))
+        })?;
         questions.retain(|q| q.split == split);
     }
     let config = SearchEnvConfig {

@@ -47,6 +47,16 @@ pub(crate) fn to_py<'py, T: serde::Serialize>(
     value_to_py(py, &value)
 }
 
+/// Serialises a value to Python objects through JSON text, keeping the struct field order of
+/// its keys (where the order is part of what a caller renders, such as tool schemas).
+pub(crate) fn to_py_ordered<'py, T: serde::Serialize>(
+    py: Python<'py>,
+    v: &T,
+) -> PyResult<Bound<'py, PyAny>> {
+    let text = serde_json::to_string(v).map_err(err)?;
+    py.import("json")?.call_method1("loads", (text,))
+}
+
 /// Parses an optional Python dict (or None) into a config struct through `json.dumps`.
 pub(crate) fn from_py<T: serde::de::DeserializeOwned + Default>(
     py: Python<'_>,

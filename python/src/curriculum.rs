@@ -79,7 +79,12 @@ impl Curriculum {
     /// Levels of the ladder.
     #[getter]
     fn levels(&self) -> usize {
-        self.inner.lock().expect("not poisoned").config().ladder.len()
+        self.inner
+            .lock()
+            .expect("not poisoned")
+            .config()
+            .ladder
+            .len()
     }
 
     /// The state to resume from (a JSON-able dict).

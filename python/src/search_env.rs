@@ -217,7 +217,7 @@ impl SearchSession {
 /// `rulegym.trl.SearchEnvironment`'s methods).
 #[pyfunction]
 pub(crate) fn search_tools<'py>(py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
-    to_py(py, &search::tools::schemas())
+    to_py_ordered(py, &search::tools::schemas())
 }
 
 /// Proof-derived SFT demonstrations of a dataset's questions in the tool-calling format (as
@@ -258,5 +258,5 @@ pub(crate) fn demonstrations<'py>(
             Ok(search::demo::demonstrations(&universe, &index, &options, &questions)?.0)
         })
         .map_err(err)?;
-    to_py(py, &rows)
+    to_py_ordered(py, &rows)
 }

@@ -146,3 +146,15 @@ def test_reward_check_snippets(workdir, capsys):
     assert passed == "False"
     assert "subset_below_one" in failed and "no_tag_scores_zero" in failed, failed
     run(block("from hypothesis import given, settings"), "hypothesis")
+
+
+def test_demonstrations_and_curriculum_snippet(workdir, capsys):
+    """docs/python.md: demonstrations of a dataset, a curriculum draw played and scored, the
+    level moving after a window of rewards, the TRL environment class."""
+    scope = run(block("rulegym.Curriculum("), "curriculum")
+    out = capsys.readouterr().out.strip().splitlines()
+    assert len(scope["rows"]) >= 1 and all(r["reward"] == 1.0 for r in scope["rows"])
+    assert out[1] == "Answer recorded. 1.0", out
+    assert scope["levels"] == [0, 0, 0, 1]
+    assert scope["state"]["level"] == 1 and scope["state"]["reports"] == 4
+    assert scope["Env"].curriculum is scope["curriculum"]

@@ -40,7 +40,7 @@ pub struct Demonstration {
     /// closing assistant message.
     pub messages: Vec<Value>,
     /// The tools' function schemas ([`tools::schemas`]).
-    pub tools: Vec<Value>,
+    pub tools: Vec<tools::ToolSchema>,
     /// The reward the environment gave the replayed conversation (always 1).
     pub reward: f64,
 }
@@ -153,7 +153,12 @@ pub fn demonstration(
     // (tool, argument name, argument, the sentence before the call)
     let mut calls: Vec<(&str, &str, String, String)> = Vec::new();
     for (text, _) in &plan.attribute_searches {
-        calls.push(("search", "query", text.clone(), pick(&ATTRIBUTE_SEARCH, text)));
+        calls.push((
+            "search",
+            "query",
+            text.clone(),
+            pick(&ATTRIBUTE_SEARCH, text),
+        ));
     }
     for (i, &p) in plan.reads.iter().enumerate() {
         let name = universe.person(p).name.clone();

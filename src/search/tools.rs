@@ -8,7 +8,9 @@
 //! scoring and the turn cap; this module only reads the arguments and renders the reply.
 
 use super::session::{Reply, SearchSession};
-use serde_json::{Map, Value, json};
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+use std::collections::BTreeMap;
 
 /// The system prompt of a tool-calling search episode.
 pub const SYSTEM_PROMPT: &str = "You answer questions about a fictional universe by calling tools. \
@@ -34,16 +36,13 @@ pub struct SearchTool {
     pub returns: &'static str,
 }
 
-/// The tools of a search episode, in the order they are offered.
+/// The tools of a search episode, by name (the order TRL lists an environment's methods in).
 pub const TOOLS: [SearchTool; 3] = [
     SearchTool {
-        name: "search",
-        description: "Searches the encyclopedia for passages about a query.",
-        arguments: &[(
-            "query",
-            "What to look for, such as a person's name and a relation.",
-        )],
-        returns: "The best-matching passages, each with its article title.",
+        name: "answer",
+        description: "Gives the final answer and ends the episode.",
+        arguments: &[("answer", "The answer; several answers separated by commas.")],
+        returns: "A confirmation.",
     },
     SearchTool {
         name: "get_article",
@@ -55,42 +54,98 @@ pub const TOOLS: [SearchTool; 3] = [
         returns: "The article's text, or a note that no article has this title.",
     },
     SearchTool {
-        name: "answer",
-        description: "Gives the final answer and ends the episode.",
-        arguments: &[("answer", "The answer; several answers separated by commas.")],
-        returns: "A confirmation.",
+        name: "search",
+        description: "Searches the encyclopedia for passages about a query.",
+        arguments: &[(
+            "query",
+            "What to look for, such as a person's name and a relation.",
+        )],
+        returns: "The best-matching passages, each with its article title.",
     },
 ];
+
+/// A tool's OpenAI function schema. Its fields serialise in the order
+/// `transformers.utils.get_json_schema` writes them, so a chat template renders a row's `tools`
+/// exactly as it renders the environment's methods (JSON key order is part of the prompt).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ToolSchema {
+    /// Always `"function"`.
+    #[serde(rename = "type")]
+    pub kind: String,
+    /// The function.
+    pub function: FunctionSchema,
+}
+
+/// The `function` of a [`ToolSchema`].
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FunctionSchema {
+    /// The function name.
+    pub name: String,
+    /// What it does.
+    pub description: String,
+    /// Its arguments.
+    pub parameters: Parameters,
+    /// What it returns.
+    #[serde(rename = "return")]
+    pub returns: Returns,
+}
+
+/// The `parameters` of a [`FunctionSchema`]: an object of string arguments, all required.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Parameters {
+    /// Always `"object"`.
+    #[serde(rename = "type")]
+    pub kind: String,
+    /// Each argument's type and description.
+    pub properties: BTreeMap<String, Returns>,
+    /// The required arguments.
+    pub required: Vec<String>,
+}
+
+/// A type and its description (an argument, or the return value).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Returns {
+    /// The JSON type.
+    #[serde(rename = "type")]
+    pub kind: String,
+    /// What it is.
+    pub description: String,
+}
 
 impl SearchTool {
     /// The OpenAI function schema, exactly as `transformers.utils.get_json_schema` renders the
     /// Python method this tool becomes (what TRL puts in the chat template's `tools`).
-    pub fn schema(&self) -> Value {
-        let properties: Map<String, Value> = self
-            .arguments
-            .iter()
-            .map(|(name, description)| {
-                (
-                    (*name).to_owned(),
-                    json!({"type": "string", "description": description}),
-                )
-            })
-            .collect();
-        let required: Vec<&str> = self.arguments.iter().map(|(name, _)| *name).collect();
-        json!({
-            "type": "function",
-            "function": {
-                "name": self.name,
-                "description": self.description,
-                "parameters": {"type": "object", "properties": properties, "required": required},
-                "return": {"type": "string", "description": self.returns},
-            }
-        })
+    pub fn schema(&self) -> ToolSchema {
+        let string = |description: &str| Returns {
+            kind: "string".into(),
+            description: description.into(),
+        };
+        ToolSchema {
+            kind: "function".into(),
+            function: FunctionSchema {
+                name: self.name.into(),
+                description: self.description.into(),
+                parameters: Parameters {
+                    kind: "object".into(),
+                    properties: self
+                        .arguments
+                        .iter()
+                        .map(|(name, description)| ((*name).to_owned(), string(description)))
+                        .collect(),
+                    required: self
+                        .arguments
+                        .iter()
+                        .map(|(name, _)| (*name).to_owned())
+                        .collect(),
+                },
+                returns: string(self.returns),
+            },
+        }
     }
 }
 
-/// The schemas of [`TOOLS`], in order.
-pub fn schemas() -> Vec<Value> {
+/// The schemas of [`TOOLS`], in order (TRL's: by name).
+pub fn schemas() -> Vec<ToolSchema> {
     TOOLS.iter().map(SearchTool::schema).collect()
 }
 

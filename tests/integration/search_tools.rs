@@ -6,6 +6,7 @@ use rulegym::curriculum::{Curriculum, CurriculumConfig, Level};
 use rulegym::question::QuestionConfig;
 use rulegym::reward::{ScoreMode, score};
 use rulegym::search::demo::{DemoOptions, demonstration, demonstrations};
+use rulegym::search::oracle::proof_plan;
 use rulegym::search::session::SearchSession;
 use rulegym::search::tools::{self, ANSWER_RECORDED, OVER, TOOLS};
 use rulegym::search::{SearchEnv, SearchEnvConfig, SearchTask};
@@ -71,7 +72,9 @@ fn every_tool_every_fault_and_the_episode_end() {
         fault(&mut s, "search", args(&[("query", "a"), ("k", "2")]))
             .contains("unexpected argument \"k\"")
     );
-    assert!(fault(&mut s, "answer", args(&[("answer", "x</answer>")])).contains("must not contain"));
+    assert!(
+        fault(&mut s, "answer", args(&[("answer", "x</answer>")])).contains("must not contain")
+    );
     assert_eq!(s.turns(), 3);
     assert!(!s.done());
     // answer: scored with the environment's reward; the episode ends.
@@ -94,18 +97,39 @@ fn every_tool_every_fault_and_the_episode_end() {
     assert_eq!(capped.reward(), 0.0);
     // The gold answer scores 1.
     let mut gold = session(&d.index, q, 4);
-    tools::call(&mut gold, "answer", &args(&[("answer", &q.answers.join(", "))])).unwrap();
+    tools::call(
+        &mut gold,
+        "answer",
+        &args(&[("answer", &q.answers.join(", "))]),
+    )
+    .unwrap();
     assert_eq!(gold.reward(), 1.0);
 }
 
 #[test]
 fn schemas_are_openai_functions_of_string_arguments() {
-    let schemas = tools::schemas();
+    let schemas: Vec<Value> = tools::schemas()
+        .iter()
+        .map(|s| serde_json::to_value(s).unwrap())
+        .collect();
     let names: Vec<&str> = schemas
         .iter()
         .map(|s| s["function"]["name"].as_str().unwrap())
         .collect();
-    assert_eq!(names, ["search", "get_article", "answer"]);
+    assert_eq!(names, ["answer", "get_article", "search"], "TRL's order");
+    // Keys in the order transformers' get_json_schema writes them (a template renders the text).
+    let text = serde_json::to_string(&tools::schemas()[0]).unwrap();
+    assert!(
+        text.starts_with(r#"{"type":"function","function":{"name":"answer","description":"#),
+        "{text}"
+    );
+    assert!(text.contains(
+        r#""parameters":{"type":"object","properties":{"answer":{"type":"string","description":"#
+    ));
+    assert!(
+        text.ends_with(r#""return":{"type":"string","description":"A confirmation."}}}"#),
+        "{text}"
+    );
     for (s, t) in schemas.iter().zip(TOOLS) {
         assert_eq!(s["type"], "function");
         let params = &s["function"]["parameters"];
@@ -141,10 +165,29 @@ fn demonstrations_replay_to_reward_one_in_the_environment_they_teach() {
         report.failed
     );
     assert_eq!(report.written + report.failed, d.questions.len());
-    // Reads go by title, so only attribute searches can miss: nearly every question has one.
-    assert!(report.written * 10 >= d.questions.len() * 9, "{report:?}");
     let by_id: std::collections::BTreeMap<&str, &Question> =
         d.questions.iter().map(|q| (q.id.as_str(), q)).collect();
+    // Reads go by title, so a question anchored on names whose proof fits in the turn cap always
+    // has its demonstration (these questions were generated without the certifier, so many
+    // need more turns than the cap, or an attribute search that misses a holder).
+    let cap = SearchEnvConfig::default().max_turns;
+    let fitting: Vec<&str> = d
+        .questions
+        .iter()
+        .filter(|q| {
+            let plan = proof_plan(&d.universe, &q.plan);
+            plan.attribute_searches.is_empty() && plan.reads.len() < cap
+        })
+        .map(|q| q.id.as_str())
+        .collect();
+    let written: std::collections::BTreeSet<&str> = demos.iter().map(|x| x.id.as_str()).collect();
+    assert!(fitting.len() >= 100, "{}", fitting.len());
+    for id in &fitting {
+        assert!(
+            written.contains(id),
+            "{id} fits the cap but has no demonstration"
+        );
+    }
     let mut openings = std::collections::BTreeSet::new();
     for demo in &demos {
         let q = by_id[demo.id.as_str()];
@@ -153,7 +196,10 @@ fn demonstrations_replay_to_reward_one_in_the_environment_they_teach() {
         let m = &demo.messages;
         assert_eq!(m[0]["role"], "system");
         assert_eq!(m[0]["content"], tools::SYSTEM_PROMPT);
-        assert_eq!((&m[1]["role"], &m[1]["content"]), (&json!("user"), &json!(q.question)));
+        assert_eq!(
+            (&m[1]["role"], &m[1]["content"]),
+            (&json!("user"), &json!(q.question))
+        );
         // Each call is followed by its tool message: exactly what the session returns.
         let (observations, reward) = replay(&d.index, q, m);
         assert_eq!(reward, 1.0, "{}", demo.id);
@@ -170,7 +216,15 @@ fn demonstrations_replay_to_reward_one_in_the_environment_they_teach() {
             .collect();
         assert_eq!(calls.last(), Some(&"answer"));
         assert_eq!(m.last().unwrap()["role"], "assistant");
-        openings.insert(m[2]["content"].as_str().unwrap().split(' ').next().unwrap().to_owned());
+        openings.insert(
+            m[2]["content"]
+                .as_str()
+                .unwrap()
+                .split(' ')
+                .next()
+                .unwrap()
+                .to_owned(),
+        );
     }
     assert!(openings.len() >= 3, "phrasings vary: {openings:?}");
     // Deterministic, and the per-family cap holds.
@@ -193,7 +247,15 @@ fn oracle_sft_rows_from_the_cli_and_a_dataset_without_an_index() {
     let out = dir.path().join("sft.jsonl");
     let o = run_ok(
         rulegym()
-            .args(["oracle", "--format", "sft", "--split", "train", "--max-per-family", "7"])
+            .args([
+                "oracle",
+                "--format",
+                "sft",
+                "--split",
+                "train",
+                "--max-per-family",
+                "7",
+            ])
             .arg("--dataset")
             .arg(&data)
             .arg("--out")
@@ -214,7 +276,15 @@ fn oracle_sft_rows_from_the_cli_and_a_dataset_without_an_index() {
     let again = dir.path().join("again.jsonl");
     run_ok(
         rulegym()
-            .args(["oracle", "--format", "sft", "--split", "train", "--max-per-family", "7"])
+            .args([
+                "oracle",
+                "--format",
+                "sft",
+                "--split",
+                "train",
+                "--max-per-family",
+                "7",
+            ])
             .arg("--dataset")
             .arg(&data)
             .arg("--out")
@@ -222,13 +292,11 @@ fn oracle_sft_rows_from_the_cli_and_a_dataset_without_an_index() {
     );
     assert_eq!(std::fs::read(&out).unwrap(), std::fs::read(&again).unwrap());
     std::fs::remove_file(data.join("index.idx")).unwrap();
-    let o = run(
-        rulegym()
-            .args(["oracle", "--format", "sft", "--dataset"])
-            .arg(&data)
-            .arg("--out")
-            .arg(dir.path().join("none.jsonl")),
-    );
+    let o = run(rulegym()
+        .args(["oracle", "--format", "sft", "--dataset"])
+        .arg(&data)
+        .arg("--out")
+        .arg(dir.path().join("none.jsonl")));
     assert!(!o.status.success());
     let err = String::from_utf8_lossy(&o.stderr);
     assert!(err.contains("no search index"), "{err}");
@@ -236,13 +304,11 @@ fn oracle_sft_rows_from_the_cli_and_a_dataset_without_an_index() {
 
 #[test]
 fn curriculum_draws_play_in_the_tool_session_and_follow_the_rewards() {
-    let config = CurriculumConfig {
-        ladder: vec![Level::hops(1, 1), Level::hops(2, 3)],
-        window: 3,
-        questions_per_universe: 4,
-        per_cell: 4,
-        ..CurriculumConfig::default()
-    };
+    let mut config = CurriculumConfig::default();
+    config.ladder = vec![Level::hops(1, 1), Level::hops(2, 3)];
+    config.window = 3;
+    config.questions_per_universe = 4;
+    config.per_cell = 4;
     let mut c = Curriculum::new(config).unwrap();
     let mut levels = Vec::new();
     for i in 0..8 {
@@ -251,7 +317,11 @@ fn curriculum_draws_play_in_the_tool_session_and_follow_the_rewards() {
         assert!((range.min_hops..=range.max_hops).contains(&d.question.hops));
         // A policy that answers gold at level 0 and nothing at level 1.
         let mut s = session(&d.index, &d.question, 10);
-        let answer = if d.level == 0 { d.question.answers.join(", ") } else { "Nobody At All".to_owned() };
+        let answer = if d.level == 0 {
+            d.question.answers.join(", ")
+        } else {
+            "Nobody At All".to_owned()
+        };
         tools::call(&mut s, "answer", &args(&[("answer", &answer)])).unwrap();
         levels.push(c.report(s.reward()).unwrap());
         if i == 0 {
