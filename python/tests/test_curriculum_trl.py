@@ -59,7 +59,7 @@ def test_tool_docstrings_render_rusts_schemas():
     from rulegym.trl import SearchEnvironment, curriculum_environment, search_tool_schemas
 
     schemas = _rulegym.search_tools()
-    assert [s["function"]["name"] for s in schemas] == ["search", "get_article", "answer"]
+    assert [s["function"]["name"] for s in schemas] == ["answer", "get_article", "search"]  # TRL lists methods by name
     assert search_tool_schemas() == schemas
     for cls in (SearchEnvironment, curriculum_environment(small_curriculum(), 2)):
         env = cls()

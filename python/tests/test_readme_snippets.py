@@ -151,6 +151,8 @@ def test_reward_check_snippets(workdir, capsys):
 def test_demonstrations_and_curriculum_snippet(workdir, capsys):
     """docs/python.md: demonstrations of a dataset, a curriculum draw played and scored, the
     level moving after a window of rewards, the TRL environment class."""
+    run(block("rulegym.generate_dataset"), "core")
+    capsys.readouterr()
     scope = run(block("rulegym.Curriculum("), "curriculum")
     out = capsys.readouterr().out.strip().splitlines()
     assert len(scope["rows"]) >= 1 and all(r["reward"] == 1.0 for r in scope["rows"])
