@@ -593,7 +593,7 @@ mod tests {
             assert_eq!(d.question.hops, hops);
             assert!(d.question.certificate.as_ref().is_some_and(|c| c.solvable));
             assert!(!d.question.answers.is_empty());
-            assert!(d.index.len() > 0);
+            assert!(!d.index.is_empty());
             assert!(
                 seen.insert((d.universe_seed, d.question.id)),
                 "no question twice"

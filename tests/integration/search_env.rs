@@ -199,9 +199,10 @@ proptest! {
 }
 
 #[path = "../support/search.rs"]
-mod search;
+pub(crate) mod search;
 
-fn dataset() -> &'static search::SearchData {
+/// The default universe, its questions and index, built once for the search tests.
+pub(crate) fn dataset() -> &'static search::SearchData {
     static D: OnceLock<search::SearchData> = OnceLock::new();
     D.get_or_init(|| search::search_data(&QuestionConfig::default()))
 }

@@ -3,7 +3,6 @@
 
 use crate::cli::{generate_small, rulegym, run, run_ok};
 use rulegym::curriculum::{Curriculum, CurriculumConfig, Level};
-use rulegym::question::QuestionConfig;
 use rulegym::reward::{ScoreMode, score};
 use rulegym::search::demo::{DemoOptions, demonstration, demonstrations};
 use rulegym::search::oracle::proof_plan;
@@ -12,15 +11,9 @@ use rulegym::search::tools::{self, ANSWER_RECORDED, OVER, TOOLS};
 use rulegym::search::{SearchEnv, SearchEnvConfig, SearchTask};
 use rulegym::{Question, SearchIndex};
 use serde_json::{Map, Value, json};
-use std::sync::{Arc, OnceLock};
+use std::sync::Arc;
 
-#[path = "../support/search.rs"]
-mod search;
-
-fn dataset() -> &'static search::SearchData {
-    static D: OnceLock<search::SearchData> = OnceLock::new();
-    D.get_or_init(|| search::search_data(&QuestionConfig::default()))
-}
+use crate::search_env::dataset;
 
 fn session(index: &Arc<SearchIndex>, q: &Question, max_turns: usize) -> SearchSession {
     let task = SearchTask {
