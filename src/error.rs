@@ -95,9 +95,13 @@ pub enum Error {
         /// The markup found.
         marker: &'static str,
     },
-    /// A search tool call names no tool or has bad arguments; nothing was done.
+    /// A tool call was not carried out (an unknown tool, bad arguments, an ended episode);
+    /// nothing was done.
     #[error(transparent)]
-    ToolCall(#[from] crate::search::tools::CallError),
+    Tool(#[from] crate::toolcall::ToolFault),
+    /// A served world could not be loaded, or a request named nothing it holds.
+    #[error(transparent)]
+    World(#[from] crate::toolcall::WorldError),
     /// A curriculum's configuration or resume state is unusable.
     #[error(transparent)]
     Curriculum(#[from] crate::curriculum::CurriculumError),

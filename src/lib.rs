@@ -44,6 +44,7 @@ pub mod sessions;
 pub mod synth;
 #[cfg(feature = "testkit")]
 pub mod testkit;
+pub mod toolcall;
 pub mod tooluse;
 pub mod universe;
 

@@ -62,36 +62,41 @@ pub struct Args {
 
 /// Runs `rulegym mcp` until the client disconnects (stdio) or the process is stopped (http).
 pub fn run(args: Args) -> Result<()> {
-    use rulegym::mcp::{SearchWorld, TaskWorld, World};
+    use rulegym::reward::ScoreMode;
+    use rulegym::search::SearchEnvConfig;
+    use rulegym::toolcall::{SearchWorld, TaskWorld, World, WorldKind, limits};
     use rulegym::tooluse::env::ToolEnvConfig;
     use std::sync::Arc;
-    let world: World = match (&args.dataset, &args.tasks) {
+    let (kind, id) = match (&args.dataset, &args.tasks) {
         (Some(dir), _) => {
-            SearchWorld::load(dir, args.index.as_deref(), args.question.as_deref())?.into()
+            // A scored session: k passages per search, PhantomEnvironments' evaluation turn cap.
+            let config = SearchEnvConfig {
+                top_k: limits::DEFAULT_K,
+                max_turns: 20,
+                score_mode: ScoreMode::Squad,
+                ..SearchEnvConfig::default()
+            };
+            let world = SearchWorld::load(dir, args.index.as_deref(), config)?;
+            (WorldKind::Search(world), args.question.as_deref())
         }
-        (None, Some(tasks)) => TaskWorld::load(
-            tasks,
-            args.task.as_deref(),
-            args.simulation.config()?,
-            ToolEnvConfig {
+        (None, Some(tasks)) => {
+            let config = ToolEnvConfig {
                 max_turns: args.max_turns,
                 ..ToolEnvConfig::default()
-            },
-        )?
-        .into(),
-        (None, None) => {
-            return Err(rulegym::Error::Config(
-                "give --dataset DIR or --tasks FILE".into(),
-            ));
+            };
+            let world = TaskWorld::load(tasks, args.simulation.config()?, config)?;
+            (WorldKind::Tasks(world), args.task.as_deref())
         }
+        (None, None) => unreachable!("clap requires --dataset or --tasks"),
     };
     let limits = args.sessions.limits()?;
-    let world = Arc::new(world);
+    let world = Arc::new(World::new("rulegym", kind));
+    let episode = world.fixed(id)?;
     if args.transport == Transport::Stdio {
-        rulegym::mcp::serve_stdio(world)
+        rulegym::mcp::serve_stdio(world, episode)
     } else {
         let addr = format!("{}:{}", args.host, args.port);
-        rulegym::mcp::serve_http(world, &addr, &args.allow_host, limits, |local| {
+        rulegym::mcp::serve_http(world, episode, &addr, &args.allow_host, limits, |local| {
             eprintln!("serving MCP (streamable HTTP) on http://{local}/mcp");
         })
     }

@@ -52,7 +52,8 @@ pub struct Args {
 
 /// Runs `rulegym openenv` until the process is stopped.
 pub fn run(args: Args) -> Result<()> {
-    use rulegym::openenv::{SearchWorld, ServerConfig, TaskWorld, World, Worlds};
+    use rulegym::openenv::ServerConfig;
+    use rulegym::toolcall::{SearchWorld, TaskWorld, World, WorldKind};
     use rulegym::search::SearchEnvConfig;
     use rulegym::tooluse::env::ToolEnvConfig;
     let (name, worlds) = match (&args.dataset, &args.tasks) {
@@ -65,7 +66,7 @@ pub fn run(args: Args) -> Result<()> {
                 config.max_turns = t as usize;
             }
             let world = SearchWorld::load(dir, args.index.as_deref(), config)?;
-            ("rulegym_search", Worlds::Search(world))
+            ("rulegym_search", WorldKind::Search(world))
         }
         (None, Some(file)) => {
             let config = ToolEnvConfig {
@@ -73,7 +74,7 @@ pub fn run(args: Args) -> Result<()> {
                 ..ToolEnvConfig::default()
             };
             let world = TaskWorld::load(file, args.simulation.config()?, config)?;
-            ("rulegym_tools", Worlds::Tasks(world))
+            ("rulegym_tools", WorldKind::Tasks(world))
         }
         (None, None) => unreachable!("clap requires --dataset or --tasks"),
     };

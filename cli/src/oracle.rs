@@ -6,7 +6,7 @@ use rulegym::Result;
 use rulegym::dataset::load_universe;
 use rulegym::question::Question;
 use rulegym::retrieval::SearchIndex;
-use rulegym::search::demo::{DemoOptions, demonstrations};
+use rulegym::toolcall::demo::{DemoOptions, demonstrations};
 use rulegym::search::oracle::replay;
 use rulegym::search::{Retriever, SearchEnvConfig};
 use rulegym::universe::Universe;

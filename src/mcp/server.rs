@@ -1,12 +1,7 @@
-//! The MCP handler: one [`McpServer`] per session (one episode), over a shared [`World`].
+//! The MCP handler: one [`McpServer`] per MCP session, holding one [`ToolSession`] of a shared
+//! [`World`]; this file only translates the session's tools, outcomes and faults to MCP's types.
 
-use super::World;
-use super::error::ToolError;
-use super::limits::RESOURCE_PAGE;
-use super::search_tools::{call_search, search_tools};
-use super::task_tools::{call_task, task_tools};
-use crate::search::session::SearchSession;
-use crate::tooluse::env::ToolEnv;
+use crate::toolcall::{FixedEpisode, Outcome, SessionKind, ToolFault, ToolSession, World};
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, GetPromptRequestParams,
     GetPromptResponse, GetPromptResult, Implementation, JsonObject, ListPromptsResult,
@@ -17,9 +12,8 @@ use rmcp::model::{
 };
 use rmcp::service::RequestContext;
 use rmcp::{ErrorData, RoleServer, ServerHandler};
-use serde_json::{Value, json};
+use serde_json::json;
 use std::borrow::Cow;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 /// URI scheme prefix of an article resource; the document id follows.
@@ -28,128 +22,92 @@ pub const ARTICLE_URI: &str = "rulegym://article/";
 pub const QUESTION_URI: &str = "rulegym://question";
 /// URI of the tool-use task's instruction resource.
 pub const TASK_URI: &str = "rulegym://task";
-
-/// The state of one session's episode.
-pub(super) enum Episode {
-    /// A search session: scored (a question; the search environment's own session, so its
-    /// reward, scoring and turn cap) or free browsing (`None`).
-    Search(Option<Box<SearchSession>>),
-    /// A tool-use episode.
-    Task(Box<ToolEnv>),
-}
+/// Resources per `resources/list` page.
+pub const RESOURCE_PAGE: usize = 100;
 
 /// One MCP session over a shared world: a handler for rmcp's server (stdio: the one session;
 /// streamable HTTP: one per session, built by the service factory).
 pub struct McpServer {
     world: Arc<World>,
-    episode: Arc<Mutex<Episode>>,
-    calls: AtomicU64,
+    session: Arc<Mutex<ToolSession>>,
+    kind: SessionKind,
+}
+
+/// The session, even after a panicking call (its state is still the environment's).
+fn lock(m: &Mutex<ToolSession>) -> std::sync::MutexGuard<'_, ToolSession> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 impl McpServer {
-    /// A new session (a fresh episode) of `world`.
-    pub fn new(world: Arc<World>) -> crate::Result<Self> {
-        let episode = match world.as_ref() {
-            World::Search(w) => Episode::Search(w.session()?.map(Box::new)),
-            World::Task(t) => Episode::Task(Box::new(t.episode()?)),
-        };
+    /// A new MCP session (a fresh episode of `episode`) of `world`.
+    pub fn new(world: Arc<World>, episode: &FixedEpisode) -> crate::Result<Self> {
+        let session = world.start(episode)?;
         Ok(McpServer {
             world,
-            episode: Arc::new(Mutex::new(episode)),
-            calls: AtomicU64::new(0),
+            kind: session.kind(),
+            session: Arc::new(Mutex::new(session)),
         })
     }
 
     /// The tools this session offers.
     pub fn tools(&self) -> Vec<Tool> {
-        match self.world.as_ref() {
-            World::Search(w) => search_tools(w),
-            World::Task(w) => task_tools(w),
-        }
-    }
-}
-
-/// A successful tool result: `text` as content, `structured` as structured content.
-pub(super) fn ok(text: String, structured: Value) -> CallToolResult {
-    let mut r = CallToolResult::success(vec![ContentBlock::text(text)]);
-    r.structured_content = Some(structured);
-    r
-}
-
-fn tool_error(e: &ToolError) -> CallToolResult {
-    CallToolResult::error(vec![ContentBlock::text(e.to_string())])
-}
-
-/// The episode, even after a panicking call (its state is still the environment's).
-pub(super) fn lock(m: &Mutex<Episode>) -> std::sync::MutexGuard<'_, Episode> {
-    m.lock().unwrap_or_else(|e| e.into_inner())
-}
-
-impl McpServer {
-    fn known_tool(&self, name: &str) -> bool {
-        self.tools().iter().any(|t| t.name == name)
+        lock(&self.session)
+            .tools()
+            .into_iter()
+            .map(|t| Tool::new(t.name, t.description, Arc::new(t.input_schema)))
+            .collect()
     }
 
     async fn call(&self, name: String, args: JsonObject) -> Result<CallToolResult, ErrorData> {
-        if !self.known_tool(&name) {
-            return Err(ErrorData::invalid_params(
+        let session = self.session.clone();
+        let result = tokio::task::spawn_blocking(move || lock(&session).call(&name, &args)).await;
+        match result {
+            Ok(Ok(outcome)) => Ok(tool_result(outcome)),
+            Ok(Err(ToolFault::UnknownTool { name, .. })) => Err(ErrorData::invalid_params(
                 format!("unknown tool {name:?}"),
-                Some(
-                    json!({"tools": self.tools().iter().map(|t| t.name.clone()).collect::<Vec<_>>()}),
-                ),
-            ));
+                Some(json!({"tools": self.tools().iter().map(|t| t.name.clone()).collect::<Vec<_>>()})),
+            )),
+            Ok(Err(fault)) => Ok(error_text(fault.to_string())),
+            Err(join) => Ok(error_text(format!("the tool call failed: {join}"))),
         }
-        let world = self.world.clone();
-        let episode = self.episode.clone();
-        let n = self.calls.fetch_add(1, Ordering::Relaxed);
-        let result = tokio::task::spawn_blocking(move || match world.as_ref() {
-            World::Search(w) => call_search(w, &episode, &name, &args),
-            World::Task(w) => call_task(w, &episode, format!("mcp_{n}"), &name, &args),
-        })
-        .await;
-        Ok(match result {
-            Ok(Ok(r)) => r,
-            Ok(Err(e)) => tool_error(&e),
-            Err(join) => tool_error(&ToolError::Failed(format!("the tool call failed: {join}"))),
-        })
     }
 
-    fn question_text(&self) -> Option<String> {
-        match self.world.as_ref() {
-            World::Search(w) => w.question().map(|q| q.question.clone()),
-            World::Task(w) => Some(w.task().task.instruction.clone()),
-        }
+    fn prompt_text(&self) -> Option<String> {
+        lock(&self.session).prompt_text()
     }
 
     fn instructions(&self) -> String {
-        match self.world.as_ref() {
-            World::Search(w) => {
-                let mut s = String::from(
-                    "A fictional universe of people, one article per person. Use `search` to \
-                     find passages, `get_article` to read a person's article, `list_people` to \
-                     browse names; articles are also resources (rulegym://article/{id}).",
-                );
-                if let Some(q) = w.question() {
-                    s.push_str(&format!(
-                        " Answer this question with the `answer` tool (all answers, separated \
-                         by commas); it ends the episode and returns the score. Question: {}",
-                        q.question
-                    ));
-                }
-                s
-            }
-            World::Task(w) => format!(
-                "{}\n\nThe user's request: {}\n\nCall the task's tools, `ask_user` to ask the \
-                 user, and `finish` with a short summary when the request is done (it returns \
-                 the score).",
-                crate::tooluse::env::system_prompt(
-                    &w.task().task,
-                    crate::tooluse::env::Protocol::OpenAi
-                ),
-                w.task().task.instruction
+        let text = lock(&self.session).instructions();
+        match self.kind {
+            SessionKind::Task => text,
+            SessionKind::Search => format!(
+                "{text}\n\nThe question is also the prompt `question` and the resource \
+                 {QUESTION_URI}; articles are resources ({ARTICLE_URI}{{id}})."
             ),
+            SessionKind::Browse => {
+                format!("{text} Articles are also resources ({ARTICLE_URI}{{id}}).")
+            }
         }
     }
+}
+
+/// An outcome as MCP's tool result: its text, its data as structured content, `isError` as the
+/// outcome says.
+fn tool_result(o: Outcome) -> CallToolResult {
+    let content = vec![ContentBlock::text(o.text)];
+    let mut r = if o.is_error {
+        CallToolResult::error(content)
+    } else {
+        CallToolResult::success(content)
+    };
+    if !o.data.is_null() {
+        r.structured_content = Some(o.data);
+    }
+    r
+}
+
+fn error_text(text: String) -> CallToolResult {
+    CallToolResult::error(vec![ContentBlock::text(text)])
 }
 
 fn cursor_offset(request: &Option<PaginatedRequestParams>) -> Result<usize, ErrorData> {
@@ -209,23 +167,23 @@ impl ServerHandler for McpServer {
         let offset = cursor_offset(&request)?;
         let mut resources = Vec::new();
         if offset == 0 {
-            match self.world.as_ref() {
-                World::Search(w) if w.question().is_some() => resources.push(
+            match self.kind {
+                SessionKind::Search => resources.push(
                     Resource::new(QUESTION_URI, "question")
                         .with_description("The question this session answers.")
                         .with_mime_type("text/plain"),
                 ),
-                World::Task(_) => resources.push(
+                SessionKind::Task => resources.push(
                     Resource::new(TASK_URI, "task")
                         .with_description("The user's request of this tool-use task.")
                         .with_mime_type("text/plain"),
                 ),
-                World::Search(_) => {}
+                SessionKind::Browse => {}
             }
         }
         let mut next = None;
-        if let World::Search(w) = self.world.as_ref() {
-            let docs = w.articles();
+        if let Some(index) = self.world.index() {
+            let docs = index.docs();
             let page = docs.iter().skip(offset).take(RESOURCE_PAGE);
             for d in page {
                 resources.push(
@@ -249,13 +207,13 @@ impl ServerHandler for McpServer {
         _request: Option<PaginatedRequestParams>,
         _context: RequestContext<RoleServer>,
     ) -> Result<ListResourceTemplatesResult, ErrorData> {
-        let templates = match self.world.as_ref() {
-            World::Search(_) => vec![
+        let templates = match self.world.index() {
+            Some(_) => vec![
                 ResourceTemplate::new(format!("{ARTICLE_URI}{{id}}"), "article")
                     .with_description("An article of the corpus by document id.")
                     .with_mime_type("text/plain"),
             ],
-            World::Task(_) => Vec::new(),
+            None => Vec::new(),
         };
         Ok(ListResourceTemplatesResult::with_all_items(templates))
     }
@@ -266,14 +224,14 @@ impl ServerHandler for McpServer {
         _context: RequestContext<RoleServer>,
     ) -> Result<ReadResourceResponse, ErrorData> {
         let uri = request.uri;
-        let text = match (self.world.as_ref(), uri.as_str()) {
-            (World::Search(w), QUESTION_URI) if w.question().is_some() => self.question_text(),
-            (World::Task(_), TASK_URI) => self.question_text(),
-            (World::Search(w), u) => u
-                .strip_prefix(ARTICLE_URI)
-                .and_then(|id| w.article_by_id(id))
-                .map(|d| d.contents.clone()),
-            _ => None,
+        let text = match (self.kind, uri.as_str()) {
+            (SessionKind::Search, QUESTION_URI) | (SessionKind::Task, TASK_URI) => {
+                self.prompt_text()
+            }
+            (_, u) => u.strip_prefix(ARTICLE_URI).and_then(|id| {
+                let index = self.world.index()?;
+                index.docs().iter().find(|d| d.id == id).map(|d| d.contents.clone())
+            }),
         };
         match text {
             Some(text) => {
@@ -291,18 +249,18 @@ impl ServerHandler for McpServer {
         _request: Option<PaginatedRequestParams>,
         _context: RequestContext<RoleServer>,
     ) -> Result<ListPromptsResult, ErrorData> {
-        let prompts = match self.world.as_ref() {
-            World::Search(w) if w.question().is_some() => vec![Prompt::new(
+        let prompts = match self.kind {
+            SessionKind::Search => vec![Prompt::new(
                 "question",
                 Some("The question of this scored session, with how to answer it."),
                 None,
             )],
-            World::Task(_) => vec![Prompt::new(
+            SessionKind::Task => vec![Prompt::new(
                 "task",
                 Some("The user's request of this tool-use task, with how to work on it."),
                 None,
             )],
-            World::Search(_) => Vec::new(),
+            SessionKind::Browse => Vec::new(),
         };
         Ok(ListPromptsResult::with_all_items(prompts))
     }
@@ -313,11 +271,8 @@ impl ServerHandler for McpServer {
         _context: RequestContext<RoleServer>,
     ) -> Result<GetPromptResponse, ErrorData> {
         let known = matches!(
-            (self.world.as_ref(), request.name.as_str()),
-            (World::Search(w), "question") if w.question().is_some()
-        ) || matches!(
-            (self.world.as_ref(), request.name.as_str()),
-            (World::Task(_), "task")
+            (self.kind, request.name.as_str()),
+            (SessionKind::Search, "question") | (SessionKind::Task, "task")
         );
         if !known {
             return Err(ErrorData::invalid_params(
@@ -328,7 +283,7 @@ impl ServerHandler for McpServer {
         let text = self.instructions();
         Ok(
             GetPromptResult::new(vec![PromptMessage::new_text(Role::User, text)])
-                .with_description(self.question_text().unwrap_or_default())
+                .with_description(self.prompt_text().unwrap_or_default())
                 .into(),
         )
     }

@@ -2,6 +2,9 @@
 //! OpenEnv's protocol (the `openenv` 0.10 Python package's clients: `GenericEnvClient`,
 //! `MCPToolClient`; TRL, verifiers, SkyRL and NeMo Gym consume it). Feature `openenv`.
 //!
+//! Each episode is a [`ToolSession`](crate::toolcall::ToolSession) of a [`World`] (the session
+//! MCP and the Python adapters serve too); this module only translates it to OpenEnv's wire.
+//!
 //! - Each WebSocket (`/ws`) is one session holding one episode at a time: `reset` starts one
 //!   (by `question_id`/`task_id`, by `split` and `index`, by `seed`, or the next in order),
 //!   `step` applies `list_tools` or `call_tool`, `state` reports it, `close` ends the session.
@@ -19,53 +22,18 @@
 //!   the dataset's questions (splits `train`, `val`) or the task file's tasks (split `train`),
 //!   without gold answers.
 
-mod episode;
 mod server;
-mod world;
 
-pub use episode::{
-    CallOutcome, EPISODE_OVER, Episode, MAX_ARGS_BYTES, MAX_TEXT_CHARS, TaskEpisode, ToolFault,
-    ToolSpec, search_tools,
-};
 pub use server::{ServerConfig, router, serve};
-pub use world::{ResetRequest, SearchWorld, TASK_SPLIT, TaskWorld, World, Worlds};
+
+use crate::toolcall::{World, WorldError};
 
 /// Why a world could not be served, or a request named nothing it holds.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 pub enum OpenEnvError {
-    /// The dataset has no questions, or the task file no tasks.
-    #[error("nothing to serve: {0}")]
-    Empty(&'static str),
-    /// A task tool has the name of a built-in tool.
-    #[error("task {task:?}: tool {tool:?} has the name of a built-in tool (ask_user, finish)")]
-    ToolNameClash {
-        /// The task.
-        task: String,
-        /// The clashing tool.
-        tool: String,
-    },
-    /// No question or task has this id.
-    #[error("no question or task with id {0:?}")]
-    UnknownId(String),
-    /// `reset` named the other world's kind of id.
-    #[error("this server holds no {0}; reset with {1}")]
-    WrongKey(&'static str, &'static str),
-    /// The split does not exist.
-    #[error("no split {split:?} (splits: {splits})")]
-    UnknownSplit {
-        /// The split asked for.
-        split: String,
-        /// The splits there are.
-        splits: String,
-    },
-    /// An index past the end of the split.
-    #[error("index {index} is out of range for a split of {len} tasks")]
-    BadIndex {
-        /// The index asked for.
-        index: i64,
-        /// The split's size.
-        len: usize,
-    },
+    /// The world cannot serve the request (an unknown id, split or index).
+    #[error(transparent)]
+    World(#[from] WorldError),
     /// A task request without its `index`.
     #[error("the request needs \"index\"")]
     MissingIndex,
@@ -87,6 +55,9 @@ pub fn serve_blocking(
     cfg: ServerConfig,
     ready: impl FnOnce(std::net::SocketAddr),
 ) -> crate::Result<()> {
+    if world.is_empty() {
+        return Err(WorldError::Empty("the dataset has no questions").into());
+    }
     let transport = |context: String, e: std::io::Error| OpenEnvError::Transport {
         context,
         message: e.to_string(),

@@ -16,10 +16,8 @@
 //!
 //! [`oracle`] derives a question's oracle trajectory from its proof and replays it here.
 
-pub mod demo;
 pub mod oracle;
 pub mod session;
-pub mod tools;
 
 use crate::env::tokens::{ApproxTokenCounter, TokenCounter};
 use crate::env::{Environment, Span, Step};

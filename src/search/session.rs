@@ -99,6 +99,11 @@ impl SearchSession {
         self.question.as_ref()
     }
 
+    /// The question's text (what the environment's task holds).
+    pub fn question_text(&self) -> &str {
+        &self.env.task().question
+    }
+
     /// Whether the episode is over.
     pub fn done(&self) -> bool {
         self.done

@@ -1,7 +1,7 @@
 //! A `step` action as OpenEnv's clients send it, and the observation payloads answered.
 
 use super::app::Failure;
-use crate::openenv::episode::{CallOutcome, Episode, ToolFault};
+use crate::toolcall::{Outcome, ToolFault, ToolSession};
 use serde_json::{Map, Value, json};
 
 /// An action of `step`, as OpenEnv's `ListToolsAction` / `CallToolAction` send it.
@@ -55,24 +55,24 @@ pub(super) fn payload(observation: Value, reward: Option<f64>, done: bool) -> Va
 }
 
 /// FastMCP's tool result, as OpenEnv's `CallToolObservation.result` carries it.
-fn tool_result(text: &str, outcome: Option<&CallOutcome>) -> Value {
+fn tool_result(o: &Outcome) -> Value {
     json!({
-        "content": [{"type": "text", "text": text}],
-        "structured_content": null,
-        "meta": outcome.map(|o| json!({"reward": o.reward, "done": o.done})),
-        "data": text,
-        "is_error": false,
+        "content": [{"type": "text", "text": o.text}],
+        "structured_content": if o.data.is_null() { Value::Null } else { o.data.clone() },
+        "meta": {"reward": o.reward, "done": o.done},
+        "data": o.text,
+        "is_error": o.is_error,
     })
 }
 
 pub(super) fn call_payload(
     name: &str,
-    outcome: Result<CallOutcome, ToolFault>,
-    episode: &Episode,
+    outcome: Result<Outcome, ToolFault>,
+    episode: &ToolSession,
 ) -> Value {
     match outcome {
         Ok(o) => payload(
-            json!({"tool_name": name, "result": tool_result(&o.text, Some(&o)),
+            json!({"tool_name": name, "result": tool_result(&o),
                    "error": null, "metadata": {}}),
             Some(o.reward),
             o.done,

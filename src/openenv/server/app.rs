@@ -4,7 +4,7 @@
 use super::ServerConfig;
 use super::action::{Action, call_payload, payload};
 use super::session::{Session, lock};
-use crate::openenv::world::{ResetRequest, World};
+use crate::toolcall::{ResetRequest, World};
 use crate::sessions::SessionTable;
 use serde_json::{Map, Value, json};
 use std::hash::BuildHasher;
@@ -83,7 +83,7 @@ impl App {
         let s = session.clone();
         self.blocking(move || {
             let episode = world
-                .episode(&req)
+                .session(&req)
                 .map_err(|e| Failure::new("EXECUTION_ERROR", e.to_string()))?;
             let opening = episode.opening();
             *lock(&s.episode) = Some(episode);
@@ -104,7 +104,7 @@ impl App {
             let mut ep = lock(&s.episode);
             if ep.is_none() {
                 let fresh = world
-                    .episode(&ResetRequest::default())
+                    .session(&ResetRequest::default())
                     .map_err(|e| Failure::new("EXECUTION_ERROR", e.to_string()))?;
                 *ep = Some(fresh);
             }
@@ -133,7 +133,7 @@ impl App {
             json!(session.steps.load(Ordering::Relaxed)),
         );
         if let Some(ep) = lock(&session.episode).as_ref() {
-            m.extend(ep.state_fields());
+            m.extend(ep.state());
         }
         Value::Object(m)
     }

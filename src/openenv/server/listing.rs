@@ -4,7 +4,7 @@
 use super::app::App;
 use super::routes::http_error;
 use crate::openenv::OpenEnvError;
-use crate::openenv::world::World;
+use crate::toolcall::{World, WorldError};
 use axum::Json;
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
@@ -61,7 +61,7 @@ fn listing(
     };
     match list(&app.world, body) {
         Ok(v) => Json(v).into_response(),
-        Err(e @ OpenEnvError::BadIndex { .. }) => {
+        Err(e @ OpenEnvError::World(WorldError::BadIndex { .. })) => {
             http_error(StatusCode::BAD_REQUEST, format!("Invalid task index: {e}"))
         }
         Err(e) => http_error(StatusCode::BAD_REQUEST, e.to_string()),

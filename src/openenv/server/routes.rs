@@ -8,7 +8,7 @@ use super::rpc::http_mcp;
 use super::schema::{openapi, schema};
 use super::session::Session;
 use super::ws::ws;
-use crate::openenv::world::World;
+use crate::toolcall::World;
 use crate::sessions::{ConnectionLimits, SessionTable};
 use axum::extract::{DefaultBodyLimit, State};
 use axum::http::StatusCode;

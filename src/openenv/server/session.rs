@@ -1,13 +1,13 @@
 //! One client's session: its episode, step count and close signal.
 
-use crate::openenv::episode::Episode;
+use crate::toolcall::ToolSession;
 use std::sync::atomic::AtomicU64;
 use std::sync::{Arc, Mutex, MutexGuard};
 use tokio::sync::Notify;
 
 /// One client's episode, and the signal that closes its WebSocket.
 pub(super) struct Session {
-    pub(super) episode: Mutex<Option<Episode>>,
+    pub(super) episode: Mutex<Option<ToolSession>>,
     pub(super) episode_id: Mutex<Option<String>>,
     pub(super) steps: AtomicU64,
     pub(super) close: Notify,

@@ -1,8 +1,8 @@
 //! Supervised demonstrations of the tool-calling search environment, derived from each
 //! question's proof: the conversation a policy would have if it read exactly the articles the
 //! proof needs (`get_article` for each person, `search` for an attribute anchor) and answered the
-//! gold set. Every demonstration is replayed through a [`SearchSession`] with the tools of
-//! [`super::tools`] (the observations in the rows are the session's own) and kept only when it
+//! gold set. Every demonstration is replayed through a [`ToolSession`] with the tools of
+//! [`super::search`] (the observations in the rows are the session's own) and kept only when it
 //! scores reward 1, so a row never teaches something the environment would not pay for.
 //!
 //! Rows are what TRL's `SFTTrainer` reads for tool calling: `messages` (OpenAI chat with
@@ -10,10 +10,11 @@
 //! call is drawn from a few phrasings by a ChaCha stream keyed by the question id, so the rows do
 //! not repeat one template, and are the same on every run.
 
-use super::oracle::proof_plan;
-use super::session::SearchSession;
-use super::tools::{self, SYSTEM_PROMPT};
-use super::{SearchEnv, SearchEnvConfig, SearchTask};
+use super::ToolSession;
+use super::search::{self as tools, SYSTEM_PROMPT};
+use crate::search::oracle::proof_plan;
+use crate::search::session::SearchSession;
+use crate::search::{SearchEnv, SearchEnvConfig, SearchTask};
 use crate::question::{Family, Question};
 use crate::retrieval::SearchIndex;
 use crate::universe::Universe;
@@ -145,7 +146,10 @@ pub fn demonstration(
         gold_docs: plan.reads.iter().map(|p| p.to_string()).collect(),
     };
     let env = SearchEnv::new(index.clone(), options.env.clone(), task)?;
-    let mut session = SearchSession::new(env, index.clone(), q.clone())?;
+    let mut session = ToolSession::search(
+        SearchSession::new(env, index.clone(), q.clone())?,
+        index.clone(),
+    );
     let mut rng = crate::seed::stream(options.seed, "demo-phrasing", id_key(&q.id));
     let mut pick = |choices: &[&str], slot: &str| -> String {
         choices[rng.random_range(0..choices.len())].replace("{}", slot)
@@ -175,7 +179,7 @@ pub fn demonstration(
     for (name, argument, value, line) in calls {
         let mut arguments = Map::new();
         arguments.insert(argument.to_owned(), Value::from(value.clone()));
-        let observation = tools::call(&mut session, name, &arguments)?;
+        let observation = session.call(name, &arguments)?.text;
         messages.push(call_message(line, name, argument, &value));
         messages.push(json!({"role": "tool", "name": name, "content": observation}));
         if session.done() {
