@@ -53,8 +53,8 @@ pub struct Args {
 /// Runs `rulegym openenv` until the process is stopped.
 pub fn run(args: Args) -> Result<()> {
     use rulegym::openenv::ServerConfig;
-    use rulegym::toolcall::{SearchWorld, TaskWorld, World, WorldKind};
     use rulegym::search::SearchEnvConfig;
+    use rulegym::toolcall::{SearchWorld, TaskWorld, World, WorldKind};
     use rulegym::tooluse::env::ToolEnvConfig;
     let (name, worlds) = match (&args.dataset, &args.tasks) {
         (Some(dir), _) => {

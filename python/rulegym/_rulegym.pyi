@@ -174,6 +174,44 @@ def policy_loss_padded(
     config: Optional[Dict[str, Any]] = None,
 ) -> Dict[str, float]:
     """Padded-batch (rows x cols) loss and metrics; the gradient is written into ``grad``."""
+
+class ToolSession:
+    """One episode driven by tool calls (a scored search question or a tool-use task): the
+    session MCP and OpenEnv serve. Faults (unknown tool, ended episode, bad arguments) raise
+    ``RulegymError`` and take no turn."""
+
+    @staticmethod
+    def search(
+        index: Union[Index, str, PathLike],
+        question: str,
+        answers: List[str],
+        config: Optional[Dict[str, Any]] = None,
+    ) -> "ToolSession": ...
+    @staticmethod
+    def task(
+        task: Union[Dict[str, Any], str],
+        scorer: RubricScorer,
+        max_turns: int = 16,
+        simulation: Optional[Union[Simulation, Dict[str, Any]]] = None,
+    ) -> "ToolSession": ...
+    def tools(self) -> List[Dict[str, Any]]:
+        """``[{"name", "description", "input_schema", "returns"}]``."""
+    def call(self, name: str, arguments: Optional[Dict[str, Any]] = None) -> Dict[str, Any]:
+        """``{"text", "data", "is_error", "done", "reward"}``."""
+    def instructions(self) -> str: ...
+    def opening(self) -> Dict[str, Any]: ...
+    @property
+    def done(self) -> bool: ...
+    @property
+    def reward(self) -> float: ...
+    @property
+    def turns(self) -> int: ...
+    @property
+    def kind(self) -> str:
+        """``"search"``, ``"browse"`` or ``"task"``."""
+    @property
+    def id(self) -> Optional[str]: ...
+
 class CaseSource:
     """A universe's questions and wrong-answer pools: the source of reward-check cases."""
     @staticmethod

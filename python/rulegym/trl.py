@@ -176,9 +176,6 @@ def check_rows(rows: Iterable[Mapping[str, Any]], environments: Optional[Iterabl
     return n
 
 
-_OVER = "The episode is over (an answer was given, or the turn limit is reached)."
-
-
 def search_tool_schemas() -> List[Dict[str, Any]]:
     """The OpenAI function schemas of the search tools (``search``, ``get_article``,
     ``answer``), as rulegym defines them once (``_rulegym.search_tools()``): what
@@ -198,21 +195,54 @@ def _load_index(value: Any, where: str) -> Any:
     return _rulegym.Index(path)
 
 
-class SearchEnvironment:
+class _SessionEnvironment:
+    """A TRL environment over one ``rulegym.ToolSession`` per episode: each tool method is one
+    ``call`` of the session (the text it returns is what the policy sees; an unknown tool, a
+    call after the episode ended or bad arguments raise, which TRL shows the policy as
+    ``{"error": ...}``), and ``get_reward`` is the session's exact reward."""
+
+    _session: Any = None
+
+    def _call(self, name: str, arguments: Dict[str, Any]) -> str:
+        if self._session is None:
+            raise RuntimeError("reset() first")
+        return self._session.call(name, arguments)["text"]
+
+    @property
+    def done(self) -> bool:
+        """Whether the episode is over."""
+        return self._session is not None and bool(self._session.done)
+
+    _done = done  # the name scripts/train-trl-cpu.py reads
+
+    @property
+    def turns(self) -> int:
+        """Tool calls taken in this episode."""
+        return 0 if self._session is None else int(self._session.turns)
+
+    def get_reward(self) -> float:
+        """rulegym's reward of the episode so far (the final one once it ended)."""
+        return 0.0 if self._session is None else float(self._session.reward)
+
+
+_SESSION_MEMBERS = ("reset", "get_reward", "done", "turns")
+
+
+class SearchEnvironment(_SessionEnvironment):
     """The search environment for ``GRPOTrainer(environment_factory=SearchEnvironment)``: tools
     ``search``, ``get_article`` and ``answer`` over the row's index, rulegym's exact set-F1
     reward once ``answer`` is called (0 without an answer), the environment's turn cap (each
-    tool call is a turn; beyond the cap a tool says the episode is over). ``reset(**row)``
-    takes a row of ``rulegym export --format trl``; ``index`` (a path or an
-    ``rulegym.Index``) overrides the rows' ``index_path``.
+    tool call is a turn). ``reset(**row)`` takes a row of ``rulegym export --format trl``;
+    ``index`` (a path or an ``rulegym.Index``) overrides the rows' ``index_path``.
 
-    The episode is a Rust ``SearchSession``: the tools, their schemas (the methods' docstrings
-    are generated from them, see :func:`search_tool_schemas`) and the texts they return are
-    rulegym's, the same the SFT demonstrations of ``rulegym oracle --format sft`` show."""
+    The episode is a ``rulegym.ToolSession`` (the session MCP and OpenEnv serve): the tools,
+    their schemas (the methods' docstrings are generated from them, see
+    :func:`search_tool_schemas`) and the texts they return are rulegym's, the same the SFT
+    demonstrations of ``rulegym oracle --format sft`` show."""
 
     def __init__(self, index: Any = None):
         self._index_override = index
-        self._env = None  # the session of the current episode
+        self._session = None
 
     def reset(self, **row: Any) -> None:
         """Starts the episode of ``row`` (its ``answers``, ``question``, ``index_path`` or
@@ -230,28 +260,7 @@ class SearchEnvironment:
         return None
 
     def _start(self, index: Any, question: str, answers: List[str], env_config: Any) -> None:
-        self._env = _rulegym.SearchSession(index, question, answers, _env_config(env_config))
-
-    def _call(self, name: str, arguments: Dict[str, Any]) -> str:
-        if self._env is None:
-            raise RuntimeError("reset() first")
-        return self._env.call(name, arguments)
-
-    @property
-    def done(self) -> bool:
-        """Whether the episode is over (answered, or the turn cap reached)."""
-        return self._env is not None and bool(self._env.done)
-
-    _done = done  # the name scripts/train-trl-cpu.py reads
-
-    @property
-    def turns(self) -> int:
-        """Tool calls taken in this episode."""
-        return 0 if self._env is None else int(self._env.turns)
-
-    def get_reward(self) -> float:
-        """rulegym's reward of the episode: the set F1 of the answer, 0 without one."""
-        return 0.0 if self._env is None else float(self._env.reward)
+        self._session = _rulegym.ToolSession.search(index, question, answers, _env_config(env_config))
 
 
 class _Draws:
@@ -361,7 +370,7 @@ def curriculum_environment(
         def get_reward(self) -> float:
             """The episode's reward; the first call of an episode reports it to the curriculum."""
             reward = super().get_reward()
-            if not self._reported and self._env is not None:
+            if not self._reported and self._session is not None:
                 self._reported = True
                 draws.report(self._group, self._level, reward)
             return reward
@@ -389,82 +398,38 @@ def _split_prompt(draw: Mapping[str, Any], system_prompt: Optional[str]) -> tupl
     return (system_prompt if system_prompt is not None else system), str(user)
 
 
-class ToolEnvironment:
-    """A tool-use episode for TRL: the task's own tools (one method each, added by
-    :func:`tool_environments`), ``ask_user`` (the simulated user answers) and ``finish``; the
-    reward is the task's rubric score of the trajectory (``get_reward``). ``reset(**row)``
-    takes a row of ``rulegym export --tasks FILE --format trl``."""
+class ToolEnvironment(_SessionEnvironment):
+    """A tool-use episode for TRL: the task's own tools, ``ask_user`` (the simulated user
+    answers) and ``finish``, one method each (added by :func:`tool_environments` from the
+    session's tool list); the reward is the task's rubric score of the trajectory
+    (``get_reward``). ``reset(**row)`` takes a row of ``rulegym export --tasks FILE --format
+    trl``. The episode is a ``rulegym.ToolSession``, the session MCP and OpenEnv serve."""
 
     #: Settings of every episode (set on the classes :func:`tool_environments` makes).
     max_turns: int = 16
     simulation: Optional[Dict[str, Any]] = None
 
     def __init__(self) -> None:
-        self._env = None
-        self._calls = 0
+        self._session = None
 
     def reset(self, **row: Any) -> None:
         """Starts the episode of the row's ``task`` (a task dict or its JSON text)."""
         task = row.get("task")
         if not task:
             raise RowError(f"row {row.get('task_id')!r}: no `task` (rulegym export --tasks ... --format trl)")
-        self._env = _rulegym.ToolEnv(task, shared_scorer(), "openai", int(self.max_turns), self.simulation)
-        self._env.reset()
-        self._calls = 0
+        self._session = _rulegym.ToolSession.task(task, shared_scorer(), int(self.max_turns), self.simulation)
         return None
 
-    def _send(self, message: Dict[str, Any]) -> str:
-        if self._env is None:
-            raise RuntimeError("reset() first")
-        if self._env.done:
-            return _OVER
-        out = self._env.step_message(message)
-        text = "\n".join(m["content"] for m in out["observations"])
-        if out["done"]:
-            return text or _OVER
-        return text
 
-    def _call(self, name: str, arguments: Dict[str, Any]) -> str:
-        self._calls += 1
-        call = {"id": f"call_{self._calls}", "type": "function",
-                "function": {"name": name, "arguments": json.dumps(arguments)}}
-        return self._send({"role": "assistant", "content": "", "tool_calls": [call]})
-
-    def ask_user(self, question: str) -> str:
-        """Asks the user one question about their request.
-
-        Args:
-            question: The question for the user.
-
-        Returns:
-            The user's reply.
-        """
-        return self._send({"role": "assistant", "content": question})
-
-    def finish(self, summary: str) -> str:
-        """Ends the episode once the request is done.
-
-        Args:
-            summary: A short summary of what was done.
-
-        Returns:
-            A confirmation.
-        """
-        self._send({"role": "assistant", "content": f"<answer>{summary}</answer>"})
-        return "Done."
-
-    def get_reward(self) -> float:
-        """The task's rubric reward of the trajectory so far (the final one once it ended)."""
-        if self._env is None:
-            return 0.0
-        return float(self._env.score()["reward"])
+def _function_schema(tool: Mapping[str, Any]) -> Dict[str, Any]:
+    """A session tool (``ToolSession.tools()``) as an OpenAI function schema."""
+    return {"type": "function", "function": {"name": tool["name"], "description": tool.get("description", ""),
+                                             "parameters": tool.get("input_schema") or {},
+                                             "return": {"type": "string", "description": tool.get("returns", "")}}}
 
 
 _PY_TYPES = {"string": str, "integer": int, "number": float, "boolean": bool, "array": list, "object": dict}
-_RESERVED = {"reset", "get_reward", "ask_user", "finish"}
-
-
-def _tool_method(schema: Mapping[str, Any], reserved: Iterable[str] = _RESERVED,
+def _tool_method(schema: Mapping[str, Any], reserved: Iterable[str] = _SESSION_MEMBERS,
                  positional: bool = False) -> Callable[..., str]:
     """A method calling ``self._call(name, arguments)`` for the tool of this OpenAI function
     schema, with the signature, type hints and Google-style docstring TRL (through
@@ -533,14 +498,11 @@ def tool_environments(
             raise RowError(f"row {i}: tool-use rows carry `environment` and `task` (rulegym export --tasks ... --format trl)")
         if env in classes:
             continue
-        task = row["task"]
-        task = json.loads(task) if isinstance(task, str) else task
+        tools = _rulegym.ToolSession.task(row["task"], shared_scorer(), int(max_turns), None).tools()
         members: Dict[str, Any] = {"max_turns": int(max_turns), "simulation": sim,
-                                   "__doc__": f"TRL environment {env}: " + ", ".join(t["name"] for t in task["tools"])}
-        for tool in task["tools"]:
-            schema = {"type": "function", "function": {"name": tool["name"], "description": tool.get("description", ""),
-                                                       "parameters": tool.get("parameters") or {}}}
-            members[tool["name"]] = _tool_method(schema)
+                                   "__doc__": f"TRL environment {env}: " + ", ".join(t["name"] for t in tools)}
+        for tool in tools:
+            members[tool["name"]] = _tool_method(_function_schema(tool))
         classes[env] = type(env, (ToolEnvironment,), members)
     if not classes:
         raise RowError("no tool-use rows")
@@ -551,5 +513,5 @@ def tool_environments(
 # looks for them: every public function but reset and get_reward is a tool).
 for _schema in search_tool_schemas():
     setattr(SearchEnvironment, _schema["function"]["name"],
-            _tool_method(_schema, reserved=("reset", "get_reward", "done", "turns"), positional=True))
+            _tool_method(_schema, positional=True))
 del _schema

@@ -57,7 +57,7 @@ impl Curriculum {
         out.set_item("level", d.level)?;
         out.set_item("universe_seed", d.universe_seed)?;
         let prompt = serde_json::json!([
-            {"role": "system", "content": search::tools::SYSTEM_PROMPT},
+            {"role": "system", "content": rulegym::toolcall::search::SYSTEM_PROMPT},
             {"role": "user", "content": q.question},
         ]);
         out.set_item("prompt", value_to_py(py, &prompt)?)?;

@@ -40,6 +40,7 @@ mod retrieval;
 mod rewardcheck;
 mod score;
 mod search_env;
+mod toolcall;
 mod tooluse;
 mod universe;
 
@@ -74,9 +75,12 @@ fn _rulegym(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("DEFAULT_PROMPT", search::DEFAULT_PROMPT)?;
     m.add_class::<retrieval::Index>()?;
     m.add_class::<search_env::SearchEnv>()?;
-    m.add_class::<search_env::SearchSession>()?;
+    m.add_class::<toolcall::ToolSession>()?;
     m.add_class::<curriculum::Curriculum>()?;
-    m.add("SEARCH_TOOL_SYSTEM_PROMPT", search::tools::SYSTEM_PROMPT)?;
+    m.add(
+        "SEARCH_TOOL_SYSTEM_PROMPT",
+        rulegym::toolcall::search::SYSTEM_PROMPT,
+    )?;
     m.add_function(wrap_pyfunction!(search_env::search_tools, m)?)?;
     m.add_function(wrap_pyfunction!(search_env::demonstrations, m)?)?;
     m.add_class::<tooluse::RubricScorer>()?;

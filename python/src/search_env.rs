@@ -130,94 +130,11 @@ pub(crate) fn oracle<'py>(
     to_py(py, &trajectories)
 }
 
-/// One scored episode of the search environment driven by tool calls (`search`, `get_article`,
-/// `answer`: [`rulegym::search::tools`]), the session `rulegym.trl.SearchEnvironment` runs.
-/// Thread-safe (calls are serialised; the GIL is released while a call runs).
-#[pyclass(frozen, module = "rulegym._rulegym")]
-pub(crate) struct SearchSession {
-    inner: Mutex<search::session::SearchSession>,
-}
-
-#[pymethods]
-impl SearchSession {
-    /// `index` is an [`Index`] or a path; `config` a dict of `SearchEnvConfig` fields (its
-    /// `top_k` and `max_turns` apply).
-    #[new]
-    #[pyo3(signature = (index, question, answers, config=None))]
-    fn new(
-        py: Python<'_>,
-        index: &Bound<'_, PyAny>,
-        question: String,
-        answers: Vec<String>,
-        config: Option<&Bound<'_, PyAny>>,
-    ) -> PyResult<Self> {
-        let index: Arc<SearchIndex> = if let Ok(ix) = index.downcast::<Index>() {
-            ix.get().inner.clone()
-        } else {
-            let path: PathBuf = index.extract()?;
-            py.allow_threads(|| load_cached(&path)).map_err(err)?
-        };
-        let config: SearchEnvConfig = from_py(py, config, "search env config")?;
-        let task = SearchTask {
-            question,
-            answers,
-            gold_docs: Vec::new(),
-        };
-        let session = py
-            .allow_threads(|| {
-                let env = search::SearchEnv::new(index.clone(), config, task)?;
-                search::session::SearchSession::of_task(env, index)
-            })
-            .map_err(err)?;
-        Ok(SearchSession {
-            inner: Mutex::new(session),
-        })
-    }
-
-    /// Calls the tool `name` with `arguments` (a dict); returns the text the tool shows the
-    /// policy. Unknown tools and bad arguments raise `RulegymError` and take no turn.
-    fn call(&self, py: Python<'_>, name: &str, arguments: &Bound<'_, PyDict>) -> PyResult<String> {
-        let text: String = py
-            .import("json")?
-            .call_method1("dumps", (arguments,))?
-            .extract()?;
-        let arguments: serde_json::Map<String, serde_json::Value> =
-            serde_json::from_str(&text).map_err(|e| err(format!("invalid arguments: {e}")))?;
-        with_env(py, &self.inner, |s| {
-            search::tools::call(s, name, &arguments)
-        })
-    }
-
-    /// Whether the episode is over.
-    #[getter]
-    fn done(&self) -> bool {
-        self.inner.lock().expect("not poisoned").done()
-    }
-
-    /// The episode's reward: the answer's set F1 once it ended, 0 before (and without one).
-    #[getter]
-    fn reward(&self) -> f64 {
-        self.inner.lock().expect("not poisoned").reward()
-    }
-
-    /// Calls made (turns taken).
-    #[getter]
-    fn turns(&self) -> usize {
-        self.inner.lock().expect("not poisoned").turns()
-    }
-
-    /// The turn cap.
-    #[getter]
-    fn max_turns(&self) -> usize {
-        self.inner.lock().expect("not poisoned").max_turns()
-    }
-}
-
 /// The search tools' OpenAI function schemas (as `transformers.utils.get_json_schema` renders
 /// `rulegym.trl.SearchEnvironment`'s methods).
 #[pyfunction]
 pub(crate) fn search_tools<'py>(py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
-    to_py_ordered(py, &search::tools::schemas())
+    to_py_ordered(py, &rulegym::toolcall::search::schemas())
 }
 
 /// Proof-derived SFT demonstrations of a dataset's questions in the tool-calling format (as
@@ -254,8 +171,8 @@ pub(crate) fn demonstrations<'py>(
                 questions.retain(|q| q.split == split);
             }
             let index = load_cached(&path)?;
-            let options = search::demo::DemoOptions::new(seed, max_per_family);
-            Ok(search::demo::demonstrations(&universe, &index, &options, &questions)?.0)
+            let options = rulegym::toolcall::demo::DemoOptions::new(seed, max_per_family);
+            Ok(rulegym::toolcall::demo::demonstrations(&universe, &index, &options, &questions)?.0)
         })
         .map_err(err)?;
     to_py_ordered(py, &rows)

@@ -211,6 +211,43 @@ fn log_failures(py: Python<'_>, task: &str, step: &rulegym::env::Step) -> PyResu
     Ok(())
 }
 
+/// A fresh tool-use environment of `task` (a task dict or its JSON text, validated and compiled)
+/// scored by `scorer`, simulated by `simulation` (a [`Simulation`], its config dict for the
+/// process-wide shared one, or `None`: no LLM, the rule user).
+pub(crate) fn build_env(
+    py: Python<'_>,
+    task: &Bound<'_, PyAny>,
+    scorer: &RubricScorer,
+    protocol: rulegym::tooluse::env::Protocol,
+    max_turns: u32,
+    simulation: Option<&Bound<'_, PyAny>>,
+) -> PyResult<(
+    rulegym::tooluse::env::ToolEnv,
+    Arc<rulegym::tooluse::task::CompiledTask>,
+)> {
+    use rulegym::tooluse::env::ToolEnvConfig;
+    use rulegym::tooluse::task::{Task, ValidateOptions};
+    let text = json_text(py, task)?;
+    let task = Task::from_json(&text).map_err(err)?;
+    let world = Arc::new(task.compile(ValidateOptions::default()).map_err(err)?);
+    let simulation = match simulation.filter(|s| !s.is_none()) {
+        Some(s) => match s.downcast::<Simulation>() {
+            Ok(sim) => sim.get().inner.clone(),
+            Err(_) => Simulation::shared(py, Some(s))?.inner,
+        },
+        None => Simulation::shared(py, None)?.inner,
+    };
+    let config = ToolEnvConfig {
+        max_turns,
+        protocol,
+        ..ToolEnvConfig::default()
+    };
+    let env = py
+        .allow_threads(|| simulation.env(world.clone(), scorer.inner.clone(), config))
+        .map_err(err)?;
+    Ok((env, world))
+}
+
 #[pymethods]
 impl ToolEnv {
     /// `task`: a task dict or its JSON text (validated). `scorer`: a [`RubricScorer`] (share
@@ -227,28 +264,10 @@ impl ToolEnv {
         max_turns: u32,
         simulation: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<Self> {
-        use rulegym::tooluse::env::{Protocol, ToolEnvConfig};
-        use rulegym::tooluse::task::{Task, ValidateOptions};
+        use rulegym::tooluse::env::Protocol;
         let protocol: Protocol = serde_json::from_value(serde_json::json!(protocol))
             .map_err(|_| err(format!("unknown protocol {protocol:?} (hermes, openai)")))?;
-        let text = json_text(py, task)?;
-        let task = Task::from_json(&text).map_err(err)?;
-        let world = Arc::new(task.compile(ValidateOptions::default()).map_err(err)?);
-        let simulation = match simulation.filter(|s| !s.is_none()) {
-            Some(s) => match s.downcast::<Simulation>() {
-                Ok(sim) => sim.get().inner.clone(),
-                Err(_) => Simulation::shared(py, Some(s))?.inner,
-            },
-            None => Simulation::shared(py, None)?.inner,
-        };
-        let config = ToolEnvConfig {
-            max_turns,
-            protocol,
-            ..ToolEnvConfig::default()
-        };
-        let env = py
-            .allow_threads(|| simulation.env(world.clone(), scorer.inner.clone(), config))
-            .map_err(err)?;
+        let (env, world) = build_env(py, task, scorer, protocol, max_turns, simulation)?;
         Ok(ToolEnv {
             inner: Mutex::new(env),
             world,

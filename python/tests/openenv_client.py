@@ -207,8 +207,10 @@ async def tools_async(base, spec):
         assert r.done is True and r.reward == out["reward"]
         r = await env.step({"type": "call_tool", "tool_name": "search", "arguments": {"query": "x"}})
         assert r.observation["error"]["error_type"] == "tool_not_found"
+        # After the end every known tool is refused before its arguments are read.
         r = await env.step({"type": "call_tool", "tool_name": "ask_user", "arguments": {"question": "<answer>x</answer>"}})
-        assert r.observation["error"]["error_type"] == "invalid_args"
+        assert r.observation["error"]["error_type"] == "execution_error", r.observation
+        assert "episode is over" in r.observation["error"]["message"], r.observation
     async with MCPToolClient(base_url=base) as env:
         await env.reset(task_id=spec["task_id"])
         for name, args in spec["calls"][:-1]:

@@ -13,7 +13,7 @@ import rulegym
 from rulegym import _rulegym
 from conftest import import_or_skip, skip_loudly
 
-NEW_API = ("SearchSession", "search_tools", "Curriculum", "SEARCH_TOOL_SYSTEM_PROMPT")
+NEW_API = ("ToolSession", "search_tools", "Curriculum", "SEARCH_TOOL_SYSTEM_PROMPT")
 
 
 @pytest.fixture(autouse=True)
@@ -85,9 +85,10 @@ def test_search_environment_runs_the_rust_session(dataset):
         assert env.reset(question=q["question"], answers=q["answers"], id=q["id"], **given) is None
         assert not env.done and env.turns == 0
         assert "Doc 1(Title:" in env.search(q["question"])
-        assert env.answer(answer=", ".join(q["answers"])) == "Answer recorded."
+        assert env.answer(answer=", ".join(q["answers"])).startswith("Episode over. Score (F1): 1 ")
         assert env.done and env.turns == 2 and env.get_reward() == 1.0
-        assert "over" in env.get_article("Anyone")
+        with pytest.raises(rulegym.RulegymError, match="episode is over"):
+            env.get_article("Anyone")
     # Bad calls are errors (TRL shows the model {"error": ...}) and take no turn.
     env.reset(question=q["question"], answers=q["answers"], index=index)
     with pytest.raises(Exception, match="must be a string"):

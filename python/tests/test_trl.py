@@ -185,12 +185,16 @@ def test_search_environment_tools(trl_rows):
     assert env.get_reward() == 0.0
     env.answer(", ".join(row["answers"]))
     assert env.get_reward() == 1.0
-    assert "over" in env.search("more")
-    # The turn cap: every tool call is a turn; past it the episode is over with reward 0.
+    # After the end a call is refused (TRL shows the model {"error": ...}).
+    with pytest.raises(rulegym.RulegymError, match="episode is over"):
+        env.search("more")
+    # The turn cap: every tool call is a turn; the last one ends the episode with reward 0.
     env.reset(**row)
-    for _ in range(env._env.max_turns):
+    for _ in range(env._session.opening()["max_turns"] - 1):
         env.get_article(name)
-    assert "over" in env.answer(", ".join(row["answers"]))
+    assert env.get_article(name) == "Episode over (turn cap reached without an answer). Score: 0."
+    with pytest.raises(rulegym.RulegymError, match="episode is over"):
+        env.answer(", ".join(row["answers"]))
     assert env.get_reward() == 0.0
 
 

@@ -65,7 +65,9 @@ impl McpServer {
             Ok(Ok(outcome)) => Ok(tool_result(outcome)),
             Ok(Err(ToolFault::UnknownTool { name, .. })) => Err(ErrorData::invalid_params(
                 format!("unknown tool {name:?}"),
-                Some(json!({"tools": self.tools().iter().map(|t| t.name.clone()).collect::<Vec<_>>()})),
+                Some(
+                    json!({"tools": self.tools().iter().map(|t| t.name.clone()).collect::<Vec<_>>()}),
+                ),
             )),
             Ok(Err(fault)) => Ok(error_text(fault.to_string())),
             Err(join) => Ok(error_text(format!("the tool call failed: {join}"))),
@@ -230,7 +232,11 @@ impl ServerHandler for McpServer {
             }
             (_, u) => u.strip_prefix(ARTICLE_URI).and_then(|id| {
                 let index = self.world.index()?;
-                index.docs().iter().find(|d| d.id == id).map(|d| d.contents.clone())
+                index
+                    .docs()
+                    .iter()
+                    .find(|d| d.id == id)
+                    .map(|d| d.contents.clone())
             }),
         };
         match text {

@@ -12,11 +12,11 @@
 
 use super::ToolSession;
 use super::search::{self as tools, SYSTEM_PROMPT};
+use crate::question::{Family, Question};
+use crate::retrieval::SearchIndex;
 use crate::search::oracle::proof_plan;
 use crate::search::session::SearchSession;
 use crate::search::{SearchEnv, SearchEnvConfig, SearchTask};
-use crate::question::{Family, Question};
-use crate::retrieval::SearchIndex;
 use crate::universe::Universe;
 use rand::Rng;
 use serde::{Deserialize, Serialize};

@@ -250,7 +250,10 @@ mod tests {
         assert_eq!(err(json!({"q": 3})), "t: q must be a string, got 3");
         assert_eq!(err(json!({"q": "  "})), "t: q is empty");
         assert_eq!(err(json!({"q": "x", "k": 0})), "k must be in 1..=20, got 0");
-        assert_eq!(err(json!({"q": "x", "k": -5})), "k must be in 1..=20, got -5");
+        assert_eq!(
+            err(json!({"q": "x", "k": -5})),
+            "k must be in 1..=20, got -5"
+        );
         assert_eq!(
             err(json!({"q": "x", "k": 1.5})),
             "t: k must be a whole number, got 1.5"
@@ -262,7 +265,10 @@ mod tests {
         let long = "é".repeat(MAX_TEXT_CHARS + 1);
         assert_eq!(
             err(json!({ "q": long })),
-            format!("q is {} long; the limit is {MAX_TEXT_CHARS}", MAX_TEXT_CHARS + 1)
+            format!(
+                "q is {} long; the limit is {MAX_TEXT_CHARS}",
+                MAX_TEXT_CHARS + 1
+            )
         );
         let ok = object(json!({"q": "x", "k": 20}));
         let a = TOOL.parse(&ok).unwrap();

@@ -174,9 +174,19 @@ impl TaskCalls {
     }
 }
 
+/// Failed simulations a step reports (`simulation_errors`, `user_error`), as data.
+fn failures(step: &Step) -> Map<String, Value> {
+    ["simulation_errors", "user_error"]
+        .into_iter()
+        .filter_map(|k| Some((k.to_owned(), step.metadata.get(k)?.clone())))
+        .collect()
+}
+
 /// What a step of the environment shows the agent: its observations, and the score once it
-/// ended; a task tool's `{"error": ...}` response is an error result.
+/// ended; a task tool's `{"error": ...}` response is an error result. The data holds the score
+/// of an ended episode and any failed simulations.
 fn outcome(step: Step) -> Outcome {
+    let mut data = failures(&step);
     let text = step
         .observations
         .iter()
@@ -196,9 +206,15 @@ fn outcome(step: Step) -> Outcome {
         } else {
             format!("{text}\n{over}")
         };
+        data.extend([
+            ("score".to_owned(), json!(step.reward)),
+            ("done".to_owned(), json!(true)),
+            ("reason".to_owned(), reason),
+            ("rubric".to_owned(), rubric),
+        ]);
         return Outcome {
             text,
-            data: json!({"score": step.reward, "done": true, "reason": reason, "rubric": rubric}),
+            data: Value::Object(data),
             is_error: false,
             done: true,
             reward: step.reward,
@@ -206,11 +222,18 @@ fn outcome(step: Step) -> Outcome {
     }
     let is_error = serde_json::from_str::<Value>(&text)
         .ok()
-        .and_then(|v| v.as_object().map(|o| o.len() == 1 && o.contains_key("error")))
+        .and_then(|v| {
+            v.as_object()
+                .map(|o| o.len() == 1 && o.contains_key("error"))
+        })
         .unwrap_or(false);
     Outcome {
         text,
-        data: Value::Null,
+        data: if data.is_empty() {
+            Value::Null
+        } else {
+            Value::Object(data)
+        },
         is_error,
         done: false,
         reward: 0.0,

@@ -202,7 +202,12 @@ impl TaskWorld {
             return Err(WorldError::Empty("the task file holds no task").into());
         }
         for t in &tasks {
-            if let Some(clash) = t.task.tools.iter().find(|s| super::task::is_builtin(&s.name)) {
+            if let Some(clash) = t
+                .task
+                .tools
+                .iter()
+                .find(|s| super::task::is_builtin(&s.name))
+            {
                 return Err(WorldError::ToolNameClash {
                     task: t.task.id.clone(),
                     tool: clash.name.clone(),

@@ -40,6 +40,7 @@ mod synth_pipeline;
 mod tool_env;
 mod tool_export;
 mod tool_rubric;
+mod tool_session;
 mod tool_simulation;
 mod tool_worlds;
 mod universe;

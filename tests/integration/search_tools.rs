@@ -1,21 +1,22 @@
-//! The search environment as tool calls (`search::tools`), its SFT demonstrations
-//! (`search::demo`, `rulegym oracle --format sft`) and the curriculum's draws.
+//! The search tools' TRL schemas (`toolcall::search`), the SFT demonstrations
+//! (`toolcall::demo`, `rulegym oracle --format sft`) and the curriculum's draws. The session
+//! itself is tested in `tool_session.rs`.
 
 use crate::cli::{generate_small, rulegym, run, run_ok};
 use rulegym::curriculum::{Curriculum, CurriculumConfig, Level};
-use rulegym::reward::{ScoreMode, score};
-use rulegym::search::demo::{DemoOptions, demonstration, demonstrations};
 use rulegym::search::oracle::proof_plan;
 use rulegym::search::session::SearchSession;
-use rulegym::search::tools::{self, ANSWER_RECORDED, OVER, TOOLS};
 use rulegym::search::{SearchEnv, SearchEnvConfig, SearchTask};
+use rulegym::toolcall::ToolSession;
+use rulegym::toolcall::demo::{DemoOptions, demonstration, demonstrations};
+use rulegym::toolcall::search::{self as tools, TOOLS};
 use rulegym::{Question, SearchIndex};
 use serde_json::{Map, Value, json};
 use std::sync::Arc;
 
 use crate::search_env::dataset;
 
-fn session(index: &Arc<SearchIndex>, q: &Question, max_turns: usize) -> SearchSession {
+fn session(index: &Arc<SearchIndex>, q: &Question, max_turns: usize) -> ToolSession {
     let task = SearchTask {
         question: q.question.clone(),
         answers: q.answers.clone(),
@@ -26,7 +27,10 @@ fn session(index: &Arc<SearchIndex>, q: &Question, max_turns: usize) -> SearchSe
         ..SearchEnvConfig::default()
     };
     let env = SearchEnv::new(index.clone(), config, task).unwrap();
-    SearchSession::of_task(env, index.clone()).unwrap()
+    ToolSession::search(
+        SearchSession::of_task(env, index.clone()).unwrap(),
+        index.clone(),
+    )
 }
 
 fn args(pairs: &[(&str, &str)]) -> Map<String, Value> {
@@ -34,69 +38,6 @@ fn args(pairs: &[(&str, &str)]) -> Map<String, Value> {
         .iter()
         .map(|(k, v)| ((*k).to_owned(), Value::from(*v)))
         .collect()
-}
-
-#[test]
-fn every_tool_every_fault_and_the_episode_end() {
-    let d = dataset();
-    let q = &d.questions[0];
-    let mut s = session(&d.index, q, 4);
-    let name = &d.universe.people[0].name;
-    // search: the passages without Search-R1's wrapper.
-    let found = tools::call(&mut s, "search", &args(&[("query", name)])).unwrap();
-    assert!(found.starts_with("Doc 1(Title: "), "{found}");
-    assert!(!found.contains("<information>"));
-    // get_article: the article, or a note naming the title.
-    let article = tools::call(&mut s, "get_article", &args(&[("title", name)])).unwrap();
-    assert_eq!(article, d.index.article(name).unwrap().contents);
-    let missing = tools::call(&mut s, "get_article", &args(&[("title", "Nobody Here")])).unwrap();
-    assert_eq!(missing, "No article is titled 'Nobody Here'.");
-    assert_eq!(s.turns(), 3);
-    // Faults take no turn and change nothing.
-    let fault = |s: &mut SearchSession, name: &str, a: Map<String, Value>| {
-        tools::call(s, name, &a).unwrap_err().to_string()
-    };
-    assert!(fault(&mut s, "browse", args(&[("query", "x")])).contains("unknown tool \"browse\""));
-    assert!(fault(&mut s, "search", args(&[])).contains("\"query\" must be a string"));
-    let mut number = Map::new();
-    number.insert("query".into(), json!(3));
-    assert!(fault(&mut s, "search", number).contains("must be a string"));
-    assert!(
-        fault(&mut s, "search", args(&[("query", "a"), ("k", "2")]))
-            .contains("unexpected argument \"k\"")
-    );
-    assert!(
-        fault(&mut s, "answer", args(&[("answer", "x</answer>")])).contains("must not contain")
-    );
-    assert_eq!(s.turns(), 3);
-    assert!(!s.done());
-    // answer: scored with the environment's reward; the episode ends.
-    let wrong = "Nobody Here";
-    let done = tools::call(&mut s, "answer", &args(&[("answer", wrong)])).unwrap();
-    assert_eq!(done, ANSWER_RECORDED);
-    assert!(s.done());
-    assert_eq!(s.reward(), score(wrong, &q.answers, ScoreMode::Squad).f1);
-    for t in TOOLS {
-        let a = args(&[(t.arguments[0].0, name)]);
-        assert_eq!(tools::call(&mut s, t.name, &a).unwrap(), OVER);
-    }
-    assert_eq!(s.turns(), 4);
-    // The turn cap: the call using the last turn without an answer ends the episode, reward 0.
-    let mut capped = session(&d.index, q, 2);
-    tools::call(&mut capped, "get_article", &args(&[("title", name)])).unwrap();
-    let last = tools::call(&mut capped, "get_article", &args(&[("title", name)])).unwrap();
-    assert_eq!(last, OVER);
-    assert!(capped.done());
-    assert_eq!(capped.reward(), 0.0);
-    // The gold answer scores 1.
-    let mut gold = session(&d.index, q, 4);
-    tools::call(
-        &mut gold,
-        "answer",
-        &args(&[("answer", &q.answers.join(", "))]),
-    )
-    .unwrap();
-    assert_eq!(gold.reward(), 1.0);
 }
 
 #[test]
@@ -120,14 +61,14 @@ fn schemas_are_openai_functions_of_string_arguments() {
         r#""parameters":{"type":"object","properties":{"answer":{"type":"string","description":"#
     ));
     assert!(
-        text.ends_with(r#""return":{"type":"string","description":"A confirmation."}}}"#),
+        text.ends_with(r#""return":{"type":"string","description":"The score of the answer."}}}"#),
         "{text}"
     );
     for (s, t) in schemas.iter().zip(TOOLS) {
         assert_eq!(s["type"], "function");
         let params = &s["function"]["parameters"];
-        assert_eq!(params["required"], json!([t.arguments[0].0]));
-        assert_eq!(params["properties"][t.arguments[0].0]["type"], "string");
+        assert_eq!(params["required"], json!([t.params[0].name]));
+        assert_eq!(params["properties"][t.params[0].name]["type"], "string");
         assert_eq!(s["function"]["return"]["description"], t.returns);
     }
 }
@@ -140,7 +81,7 @@ fn replay(index: &Arc<SearchIndex>, q: &Question, messages: &[Value]) -> (Vec<St
         for call in m["tool_calls"].as_array().into_iter().flatten() {
             let f = &call["function"];
             let a = f["arguments"].as_object().unwrap();
-            observations.push(tools::call(&mut s, f["name"].as_str().unwrap(), a).unwrap());
+            observations.push(s.call(f["name"].as_str().unwrap(), a).unwrap().text);
         }
     }
     (observations, s.reward())
@@ -315,7 +256,7 @@ fn curriculum_draws_play_in_the_tool_session_and_follow_the_rewards() {
         } else {
             "Nobody At All".to_owned()
         };
-        tools::call(&mut s, "answer", &args(&[("answer", &answer)])).unwrap();
+        s.call("answer", &args(&[("answer", &answer)])).unwrap();
         levels.push(c.report(s.reward()).unwrap());
         if i == 0 {
             assert_eq!(s.reward(), 1.0);

@@ -35,7 +35,7 @@ pub(super) fn scorer() -> Arc<RubricScorer> {
 }
 
 /// A simulator backend that answers with a new flight list per call (so reuse is visible).
-fn flight_backend() -> Arc<ScriptedBackend> {
+pub(super) fn flight_backend() -> Arc<ScriptedBackend> {
     let n = Arc::new(AtomicU64::new(0));
     Arc::new(ScriptedBackend::new(move |_req| {
         let i = n.fetch_add(1, Ordering::SeqCst);

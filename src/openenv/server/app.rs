@@ -4,8 +4,8 @@
 use super::ServerConfig;
 use super::action::{Action, call_payload, payload};
 use super::session::{Session, lock};
-use crate::toolcall::{ResetRequest, World};
 use crate::sessions::SessionTable;
+use crate::toolcall::{ResetRequest, World};
 use serde_json::{Map, Value, json};
 use std::hash::BuildHasher;
 use std::sync::Arc;
