@@ -175,6 +175,35 @@ def policy_loss_padded(
 ) -> Dict[str, float]:
     """Padded-batch (rows x cols) loss and metrics; the gradient is written into ``grad``."""
 
+class ToolCallError(RulegymError):
+    """A tool call that was not carried out; ``kind`` is OpenEnv's error type."""
+
+    kind: str
+
+class World:
+    """What a server serves: a dataset's questions or a file of tool-use tasks."""
+
+    @staticmethod
+    def search(
+        dataset: Union[str, PathLike],
+        index: Optional[Union[str, PathLike]] = None,
+        config: Optional[Dict[str, Any]] = None,
+        name: str = "rulegym_search",
+    ) -> "World": ...
+    @staticmethod
+    def tasks(
+        file: Union[str, PathLike],
+        simulation: Optional[Dict[str, Any]] = None,
+        max_turns: int = 16,
+        name: str = "rulegym_tools",
+    ) -> "World": ...
+    def session(self, request: Optional[Dict[str, Any]] = None) -> "ToolSession": ...
+    @property
+    def name(self) -> str: ...
+    def description(self) -> str: ...
+    def splits(self) -> List[str]: ...
+    def __len__(self) -> int: ...
+
 class ToolSession:
     """One episode driven by tool calls (a scored search question or a tool-use task): the
     session MCP and OpenEnv serve. Faults (unknown tool, ended episode, bad arguments) raise

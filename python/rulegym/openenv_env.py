@@ -12,6 +12,9 @@ rulegym's exact reward (the answer's set F1, the task's rubric score). The same 
 ``rulegym openenv`` serves over HTTP, with the same ``reset`` arguments: ``seed``,
 ``episode_id``, ``question_id`` (``task_id``), ``split`` and ``index``.
 
+The episodes come from a ``rulegym.World`` (the Rust ``toolcall::World`` that ``rulegym
+openenv`` serves): the same picking (a seed draws the same question), the same sessions.
+
 Hosts that build an environment with no arguments (NeMo Gym 0.4's OpenEnv resources server
 calls ``env_class()`` for every rollout, by the dotted path
 ``rulegym.openenv_env.RulegymSearchEnvironment``) configure it through environment variables:
@@ -22,10 +25,8 @@ dataset (task file) and one round-robin order, so fresh instances walk the quest
 Only this module imports ``openenv`` (``pip install openenv``); ``import rulegym`` does not.
 """
 
-import itertools
 import json
 import os
-import random
 import threading
 from pathlib import Path
 from typing import Any, Dict, List, Optional
@@ -48,7 +49,7 @@ except ImportError as e:  # pragma: no cover - depends on the environment
     raise ImportError(f"rulegym.openenv_env needs OpenEnv 0.10 (pip install openenv==0.10.0): {e}") from e
 
 import rulegym
-from rulegym._simulation import shared_scorer, simulation_dict
+from rulegym._simulation import simulation_dict
 
 __all__ = ["RulegymResetObservation", "RulegymSearchEnvironment", "RulegymToolEnvironment"]
 
@@ -61,106 +62,47 @@ class RulegymResetObservation(Observation):
     tools: List[Tool]
 
 
-class _World:
-    """The records a kind of environment plays (questions or tasks) and the order a reset
-    without a choice walks them in (one per process and configuration)."""
-
-    def __init__(self, records: List[Dict[str, Any]], split_of, default_split: str):
-        if not records:
-            raise ValueError("no questions (tasks) to play")
-        self.records = records
-        self.split_of = split_of
-        self.default_split = default_split
-        self.by_id = {str(r["id"]): r for r in records}
-        self._next = itertools.count()
-        self._lock = threading.Lock()
-
-    def pick(self, record_id, split, index, seed) -> Dict[str, Any]:
-        """By id, else within the split (default: train, or the first split there is) by
-        index, by seed (a uniform draw) or in turn."""
-        if record_id is not None:
-            try:
-                return self.by_id[str(record_id)]
-            except KeyError:
-                raise ValueError(f"unknown id {record_id!r}") from None
-        splits = list(dict.fromkeys(self.split_of(r) for r in self.records))
-        name = split if split is not None else (
-            self.default_split if self.default_split in splits else splits[0])
-        members = [r for r in self.records if self.split_of(r) == name]
-        if not members:
-            raise ValueError(f"no split {name!r} (splits: {', '.join(splits)})")
-        if index is not None:
-            if not 0 <= index < len(members):
-                raise ValueError(f"index {index} is out of range (split {name!r} has {len(members)})")
-            return members[index]
-        if seed is not None:
-            return members[random.Random(seed).randrange(len(members))]
-        with self._lock:
-            return members[next(self._next) % len(members)]
-
-
-_WORLDS: Dict[Any, _World] = {}
+_WORLDS: Dict[Any, Any] = {}
 _WORLDS_LOCK = threading.Lock()
 
 
-def _world(key, load) -> _World:
+def _world(key: Any, load: Any) -> Any:
+    """The process's one ``rulegym.World`` of a configuration (loaded once, one round robin)."""
     with _WORLDS_LOCK:
         if key not in _WORLDS:
             _WORLDS[key] = load()
         return _WORLDS[key]
 
 
-def _setting(value, var: str):
+def _setting(value: Any, var: str) -> Any:
     return value if value is not None else os.environ.get(var) or None
 
 
-def _fault_kind(message: str, tools) -> ToolErrorType:
-    """OpenEnv's error type of a `RulegymError` a call raised (as `rulegym openenv` reports it)."""
-    if message.startswith("unknown tool"):
-        return ToolErrorType.TOOL_NOT_FOUND
-    if message.startswith("the episode is over"):
-        return ToolErrorType.EXECUTION_ERROR
-    if message.startswith("invalid arguments") or any(message.startswith(f"{t}: ") for t in tools) or any(
-        m in message for m in ("; the limit is ", " must be in ", " must not contain ")
-    ):
-        return ToolErrorType.INVALID_ARGS
-    return ToolErrorType.EXECUTION_ERROR
-
-
 class _RulegymEnvironment(Environment):
-    """One episode at a time of a rulegym `ToolSession` (instances are independent)."""
+    """One episode at a time of a ``rulegym.ToolSession`` from a shared ``rulegym.World``."""
 
     SUPPORTS_CONCURRENT_SESSIONS = True
     _id_key = "question_id"
     _env_name = "rulegym"
     _split: Optional[str] = None
 
-    def __init__(self, world: _World):
+    def __init__(self, world: Any):
         super().__init__()
         self._world = world
         self._session: Optional[Any] = None
-        self._record: Optional[Dict[str, Any]] = None
         self._episode_id: Optional[str] = None
         self._steps = 0
 
-    def _session_of(self, record: Dict[str, Any]):
-        raise NotImplementedError
-
-    def _start(self, seed=None, episode_id=None, record_id=None, split=None, index=None):
-        split = split if split is not None else self._split
-        record = self._world.pick(record_id, split, index, seed)
-        self._session = self._session_of(record)
-        self._record = record
-        self._episode_id = episode_id
+    def _start(self, request: Optional[Dict[str, Any]] = None) -> None:
+        request = {k: v for k, v in (request or {}).items() if v is not None}
+        if self._split is not None and not any(k in request for k in ("question_id", "task_id")):
+            request.setdefault("split", self._split)
+        self._session = self._world.session(request)
+        self._episode_id = request.get("episode_id")
         self._steps = 0
 
-    def _reset(self, seed, episode_id, record_id, split, index, kwargs) -> RulegymResetObservation:
-        if kwargs:
-            raise TypeError(
-                f"unknown reset arguments {sorted(kwargs)} (accepted: seed, episode_id, "
-                f"{self._id_key}, split, index)"
-            )
-        self._start(seed, episode_id, record_id, split, index)
+    def _reset(self, request: Dict[str, Any]) -> RulegymResetObservation:
+        self._start(request)
         opening = self._session.opening()
         return RulegymResetObservation(
             prompt=opening.get("prompt", ""), opening=opening, tools=self._tools(), done=False, reward=None
@@ -170,9 +112,9 @@ class _RulegymEnvironment(Environment):
         return [Tool(name=t["name"], description=t["description"], input_schema=t["input_schema"])
                 for t in self._session.tools()]
 
-    def step(self, action, timeout_s: Optional[float] = None, **kwargs: Any) -> Observation:
-        """`ListToolsAction` or `CallToolAction` (starting the next episode when none was
-        reset); a fault is a `ToolError` in the observation."""
+    def step(self, action: Any, timeout_s: Optional[float] = None, **kwargs: Any) -> Observation:
+        """``ListToolsAction`` or ``CallToolAction`` (starting the next episode when none was
+        reset); a fault is a ``ToolError`` in the observation."""
         if not isinstance(action, (ListToolsAction, CallToolAction)):
             raise TypeError(f"expected ListToolsAction or CallToolAction, got {type(action).__name__}")
         if self._session is None:
@@ -183,10 +125,9 @@ class _RulegymEnvironment(Environment):
             return ListToolsObservation(tools=self._tools(), reward=session.reward, done=session.done)
         try:
             out = session.call(action.tool_name, dict(action.arguments))
-        except rulegym.RulegymError as e:
-            kind = _fault_kind(str(e), [t["name"] for t in session.tools()])
+        except rulegym.ToolCallError as e:
             return CallToolObservation(tool_name=action.tool_name, result=None,
-                                       error=ToolError(error_type=kind, message=str(e)),
+                                       error=ToolError(error_type=ToolErrorType(e.kind), message=str(e)),
                                        reward=session.reward, done=session.done)
         result = CallToolResult(
             content=[TextContent(type="text", text=out["text"])],
@@ -200,16 +141,16 @@ class _RulegymEnvironment(Environment):
 
     @property
     def state(self) -> State:
-        """`episode_id`, `step_count` and, within an episode, its id, `done` and `reward`."""
+        """``episode_id``, ``step_count`` and, within an episode, its id, ``done`` and ``reward``."""
         episode = {}
         if self._session is not None:
-            episode = {self._id_key: str(self._record["id"]), "done": self._session.done,
+            episode = {self._id_key: self._session.id, "done": self._session.done,
                        "reward": self._session.reward}
         return State(episode_id=self._episode_id, step_count=self._steps, **episode)
 
     def get_metadata(self) -> EnvironmentMetadata:
-        description = " ".join((self.__doc__ or "").split("\n\n")[0].split())
-        return EnvironmentMetadata(name=self._env_name, description=description, version=rulegym.__version__)
+        return EnvironmentMetadata(name=self._env_name, description=self._world.description(),
+                                   version=rulegym.__version__)
 
     def close(self) -> None:
         self._session = None
@@ -219,40 +160,32 @@ class RulegymSearchEnvironment(_RulegymEnvironment):
     """The questions of a rulegym dataset, answered with the tools search, get_article and
     answer; reward: the exact set F1 of the answer.
 
-    ``dataset``: the directory ``rulegym generate`` wrote (``questions.jsonl``); ``index``:
-    its search index (default: ``DATASET/index.idx``); ``split``: the split a reset draws from
-    by default (default: train); ``config``: search settings (``top_k``, ``max_turns``).
-    Unset, they come from ``RULEGYM_DATASET``, ``RULEGYM_INDEX`` and ``RULEGYM_SPLIT``."""
+    ``dataset``: the directory ``rulegym generate`` wrote; ``index``: its search index
+    (default: ``DATASET/index.idx``); ``split``: the split a reset draws from by default
+    (default: train); ``config``: search settings (``top_k``, ``max_turns``). Unset, they come
+    from ``RULEGYM_DATASET``, ``RULEGYM_INDEX`` and ``RULEGYM_SPLIT``."""
 
     _env_name = "rulegym_search"
 
-    def __init__(self, dataset=None, index=None, split=None, config: Optional[Dict[str, Any]] = None):
+    def __init__(self, dataset: Any = None, index: Any = None, split: Optional[str] = None,
+                 config: Optional[Dict[str, Any]] = None):
         dataset = _setting(dataset, "RULEGYM_DATASET")
         if dataset is None:
             raise ValueError("no dataset: pass dataset=DIR or set RULEGYM_DATASET")
         dataset = Path(dataset).resolve()
         index = Path(_setting(index, "RULEGYM_INDEX") or dataset / "index.idx").resolve()
         self._split = _setting(split, "RULEGYM_SPLIT")
-        self._config = dict(config) if config else None
-
-        def load():
-            lines = (dataset / "questions.jsonl").read_text().splitlines()
-            questions = [json.loads(l) for l in lines if l.strip()]
-            world = _World(questions, lambda q: q.get("split", "train"), "train")
-            world.index = rulegym.Index(str(index))
-            return world
-
-        super().__init__(_world(("search", str(dataset), str(index)), load))
-
-    def _session_of(self, q):
-        return rulegym.ToolSession.search(self._world.index, q["question"], list(q["answers"]), self._config)
+        config = dict(config) if config else None
+        key = ("search", str(dataset), str(index), json.dumps(config, sort_keys=True))
+        super().__init__(_world(key, lambda: rulegym.World.search(str(dataset), str(index), config)))
 
     def reset(self, seed: Optional[int] = None, episode_id: Optional[str] = None,
               question_id: Optional[str] = None, split: Optional[str] = None, index: Optional[int] = None,
               **kwargs: Any) -> RulegymResetObservation:
         """Starts a question: ``question_id``, else one of ``split`` by ``index``, by ``seed``
-        or the next in turn."""
-        return self._reset(seed, episode_id, question_id, split, index, kwargs)
+        or the next in turn (unknown keys are an error)."""
+        return self._reset(dict(kwargs, seed=seed, episode_id=episode_id, question_id=question_id,
+                                split=split, index=index))
 
 
 class RulegymToolEnvironment(_RulegymEnvironment):
@@ -260,7 +193,7 @@ class RulegymToolEnvironment(_RulegymEnvironment):
     reward: the task's rubric score.
 
     ``tasks``: a JSON file of a task or a list of tasks, or a JSONL file of tasks;
-    ``simulation``: the `rulegym.Simulation` settings (default: the task file's ``mappings/``
+    ``simulation``: the ``rulegym.Simulation`` settings (the task file's ``mappings/``
     directory seeds the mappings when it exists, as in ``rulegym openenv --tasks``);
     ``max_turns``: the turn cap of a task without its own. Unset, ``tasks`` and ``simulation``
     come from ``RULEGYM_TASKS`` and ``RULEGYM_SIMULATION`` (a JSON object)."""
@@ -268,37 +201,21 @@ class RulegymToolEnvironment(_RulegymEnvironment):
     _id_key = "task_id"
     _env_name = "rulegym_tools"
 
-    def __init__(self, tasks=None, simulation: Optional[Dict[str, Any]] = None, max_turns: int = 16):
+    def __init__(self, tasks: Any = None, simulation: Optional[Dict[str, Any]] = None, max_turns: int = 16):
         tasks = _setting(tasks, "RULEGYM_TASKS")
         if tasks is None:
             raise ValueError("no tasks: pass tasks=FILE or set RULEGYM_TASKS")
         tasks = Path(tasks).resolve()
         if simulation is None and os.environ.get("RULEGYM_SIMULATION"):
             simulation = json.loads(os.environ["RULEGYM_SIMULATION"])
-        simulation = dict(simulation_dict(simulation) or {})
-        beside = tasks.parent / "mappings"
-        if "seed_mappings" not in simulation and beside.is_dir():
-            simulation["seed_mappings"] = str(beside)
-        self._simulation = simulation or None
-        self._max_turns = max_turns
-
-        def load():
-            text = tasks.read_text()
-            try:
-                parsed = json.loads(text)
-                records = parsed if isinstance(parsed, list) else [parsed]
-            except json.JSONDecodeError:
-                records = [json.loads(l) for l in text.splitlines() if l.strip()]
-            return _World(records, lambda t: "train", "train")
-
-        super().__init__(_world(("tasks", str(tasks)), load))
-
-    def _session_of(self, task):
-        return rulegym.ToolSession.task(task, shared_scorer(), max_turns=self._max_turns,
-                                        simulation=self._simulation)
+        simulation = simulation_dict(simulation)
+        key = ("tasks", str(tasks), json.dumps(simulation, sort_keys=True), int(max_turns))
+        super().__init__(_world(key, lambda: rulegym.World.tasks(str(tasks), simulation, int(max_turns))))
 
     def reset(self, seed: Optional[int] = None, episode_id: Optional[str] = None,
               task_id: Optional[str] = None, split: Optional[str] = None, index: Optional[int] = None,
               **kwargs: Any) -> RulegymResetObservation:
-        """Starts a task: ``task_id``, else by ``index``, by ``seed`` or the next in turn."""
-        return self._reset(seed, episode_id, task_id, split, index, kwargs)
+        """Starts a task: ``task_id``, else by ``index``, by ``seed`` or the next in turn
+        (unknown keys are an error)."""
+        return self._reset(dict(kwargs, seed=seed, episode_id=episode_id, task_id=task_id,
+                                split=split, index=index))

@@ -502,7 +502,11 @@ def tool_environments(
         members: Dict[str, Any] = {"max_turns": int(max_turns), "simulation": sim,
                                    "__doc__": f"TRL environment {env}: " + ", ".join(t["name"] for t in tools)}
         for tool in tools:
-            members[tool["name"]] = _tool_method(_function_schema(tool))
+            # Positional too when every argument is required (ask_user, finish; a signature
+            # cannot put a required positional argument after an optional one).
+            schema = tool.get("input_schema") or {}
+            positional = set(schema.get("required") or []) == set(schema.get("properties") or {})
+            members[tool["name"]] = _tool_method(_function_schema(tool), positional=positional)
         classes[env] = type(env, (ToolEnvironment,), members)
     if not classes:
         raise RowError("no tool-use rows")

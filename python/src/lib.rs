@@ -51,6 +51,14 @@ create_exception!(
     "An error reported by rulegym's Rust core (the message is the Rust error's)."
 );
 
+create_exception!(
+    _rulegym,
+    ToolCallError,
+    RulegymError,
+    "A tool call that was not carried out (`ToolSession.call`): `.kind` is OpenEnv's error type \
+     (`tool_not_found`, `invalid_args`, `execution_error`); no turn was taken."
+);
+
 pub(crate) fn err(e: impl std::fmt::Display) -> PyErr {
     RulegymError::new_err(e.to_string())
 }
@@ -71,6 +79,8 @@ pub(crate) fn with_env<E: Send, T: Send, X: std::fmt::Display + Send>(
 fn _rulegym(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     m.add("RulegymError", m.py().get_type::<RulegymError>())?;
+    m.add("ToolCallError", m.py().get_type::<ToolCallError>())?;
+    m.add_class::<toolcall::World>()?;
     m.add("INVALID_ACTION", search::INVALID_ACTION)?;
     m.add("DEFAULT_PROMPT", search::DEFAULT_PROMPT)?;
     m.add_class::<retrieval::Index>()?;

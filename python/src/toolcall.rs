@@ -3,14 +3,23 @@
 
 use crate::prelude::*;
 use crate::retrieval::{Index, load_cached};
-use crate::tooluse::{RubricScorer, build_env};
+use crate::tooluse::{RubricScorer, build_env, simulation_config};
 use rulegym::toolcall::{self, SessionKind};
+
+/// A fault as `rulegym.ToolCallError` (a `RulegymError`) with its OpenEnv `kind`.
+fn fault_err(py: Python<'_>, fault: &toolcall::ToolFault) -> PyErr {
+    let e = crate::ToolCallError::new_err(fault.to_string());
+    // Setting an attribute on a fresh exception object cannot fail in practice; if it did,
+    // the error still carries its message.
+    let _ = e.value(py).setattr("kind", fault.kind());
+    e
+}
 
 /// One episode driven by tool calls: a scored search question (`ToolSession.search`) or a
 /// tool-use task (`ToolSession.task`). `tools()` lists the tools (name, description, JSON input
 /// schema, what it returns); `call(name, arguments)` runs one and returns `{"text", "data",
 /// "is_error", "done", "reward"}`; an unknown tool, a call after the episode ended or bad
-/// arguments raise `RulegymError` and take no turn. Thread-safe (calls are serialised; the GIL
+/// arguments raise `rulegym.ToolCallError` (a `RulegymError`, with `.kind`) and take no turn. Thread-safe (calls are serialised; the GIL
 /// is released while a call runs).
 #[pyclass(frozen, module = "rulegym._rulegym")]
 pub(crate) struct ToolSession {
@@ -116,7 +125,9 @@ impl ToolSession {
             }
             None => serde_json::Map::new(),
         };
-        let out = with_env(py, &self.inner, |s| s.call(name, &arguments))?;
+        let out = py
+            .allow_threads(|| self.lock().call(name, &arguments))
+            .map_err(|f| fault_err(py, &f))?;
         if let Some(failures) = out.data.get("simulation_errors").and_then(|v| v.as_array()) {
             let logger = py
                 .import("logging")?
@@ -172,5 +183,99 @@ impl ToolSession {
     /// The opening observation (`prompt`, the question or request, the kind's own fields).
     fn opening<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
         to_py_ordered(py, &self.lock().opening())
+    }
+}
+
+/// What a server serves (the Rust `toolcall::World`): a dataset's questions
+/// (`World.search(dataset)`) or a file of tool-use tasks (`World.tasks(file)`), from which
+/// `session(request)` starts an episode exactly as `rulegym openenv`'s `reset` does (by
+/// `question_id`/`task_id`, `split` and `index`, `seed`, else the next in turn).
+#[pyclass(frozen, module = "rulegym._rulegym")]
+pub(crate) struct World {
+    inner: Arc<toolcall::World>,
+}
+
+#[pymethods]
+impl World {
+    /// The questions of the dataset directory `dataset` over `index` (default: its
+    /// `index.idx`); `config` a dict of `SearchEnvConfig` fields.
+    #[staticmethod]
+    #[pyo3(signature = (dataset, index=None, config=None, name="rulegym_search"))]
+    fn search(
+        py: Python<'_>,
+        dataset: PathBuf,
+        index: Option<PathBuf>,
+        config: Option<&Bound<'_, PyAny>>,
+        name: &str,
+    ) -> PyResult<Self> {
+        let config: SearchEnvConfig = from_py(py, config, "search env config")?;
+        let world = py
+            .allow_threads(|| toolcall::SearchWorld::load(&dataset, index.as_deref(), config))
+            .map_err(err)?;
+        Ok(World {
+            inner: Arc::new(toolcall::World::new(
+                name,
+                toolcall::WorldKind::Search(world),
+            )),
+        })
+    }
+
+    /// The tasks of `file` (JSON or JSONL), simulated as `simulation` (a dict of
+    /// `Simulation` settings) says; `mappings/` beside the file seeds the mappings when it
+    /// exists. `max_turns`: the turn cap of a task without its own.
+    #[staticmethod]
+    #[pyo3(signature = (file, simulation=None, max_turns=16, name="rulegym_tools"))]
+    fn tasks(
+        py: Python<'_>,
+        file: PathBuf,
+        simulation: Option<&Bound<'_, PyAny>>,
+        max_turns: u32,
+        name: &str,
+    ) -> PyResult<Self> {
+        use rulegym::tooluse::env::ToolEnvConfig;
+        let simulation = simulation_config(py, simulation)?;
+        let config = ToolEnvConfig {
+            max_turns,
+            ..ToolEnvConfig::default()
+        };
+        let world = py
+            .allow_threads(|| toolcall::TaskWorld::load(&file, simulation, config))
+            .map_err(err)?;
+        Ok(World {
+            inner: Arc::new(toolcall::World::new(name, toolcall::WorldKind::Tasks(world))),
+        })
+    }
+
+    /// A fresh episode: `request` holds `seed`, `episode_id`, `question_id` or `task_id`,
+    /// `split`, `index` (unknown keys are an error).
+    #[pyo3(signature = (request=None))]
+    fn session(&self, py: Python<'_>, request: Option<&Bound<'_, PyAny>>) -> PyResult<ToolSession> {
+        let request: toolcall::ResetRequest = from_py(py, request, "reset request")?;
+        let world = self.inner.clone();
+        let session = py
+            .allow_threads(|| world.session(&request))
+            .map_err(err)?;
+        Ok(wrap(session))
+    }
+
+    /// The environment's name.
+    #[getter]
+    fn name(&self) -> String {
+        self.inner.name.clone()
+    }
+
+    /// One line on what is served.
+    fn description(&self) -> String {
+        self.inner.description()
+    }
+
+    /// The splits, in first-seen order.
+    fn splits(&self) -> Vec<String> {
+        self.inner.splits()
+    }
+
+    /// Questions or tasks held.
+    fn __len__(&self) -> usize {
+        self.inner.len()
     }
 }

@@ -97,7 +97,7 @@ pub(crate) struct Simulation {
     inner: Arc<rulegym::tooluse::simulation::Simulation>,
 }
 
-fn simulation_config(
+pub(crate) fn simulation_config(
     py: Python<'_>,
     config: Option<&Bound<'_, PyAny>>,
 ) -> PyResult<rulegym::tooluse::simulation::SimulationConfig> {

@@ -124,7 +124,7 @@ def test_search_tools_and_resources(cli, dataset, transport):
                 assert folded.structured_content["id"] == r.structured_content["id"]
                 missing = await s.call_tool("get_article", {"title": "Nobody Atall"})
                 assert missing.is_error
-                assert 'no article titled "Nobody Atall"' in text(missing)
+                assert text(missing).startswith("No article is titled 'Nobody Atall'. Nearest titles: ")
 
                 r = await s.call_tool("list_people", {"limit": 5})
                 page = r.structured_content

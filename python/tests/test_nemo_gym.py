@@ -103,7 +103,7 @@ def openenv_conventions(q, wrong):
     try:
         fresh.reset(task_id="x")
         seen["bad_reset"] = None
-    except TypeError as e:
+    except ValueError as e:  # rulegym.RulegymError: the world holds questions, not tasks
         seen["bad_reset"] = str(e)
     return seen
 
