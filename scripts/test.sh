@@ -59,6 +59,12 @@ if [ -z "${RULEGYM_SKIP_PYTHON:-}" ]; then
   [ -x .venv-verifiers/bin/python ] || "$PYTHON_BASE" -m venv .venv-verifiers
   .venv-verifiers/bin/pip install -q -r scripts/verifiers-requirements.txt
   export RULEGYM_VERIFIERS_PYTHON="$PWD/.venv-verifiers/bin/python"
+  # nemo-gym 0.4 (Python >= 3.12, mcp < 2): python/tests/test_nemo_gym.py runs its OpenEnv
+  # resources server there, in process, with the rulegym wheel (installed below).
+  echo "== installing nemo-gym into .venv-nemo-gym"
+  [ -x .venv-nemo-gym/bin/python ] || "$PYTHON_BASE" -m venv .venv-nemo-gym
+  .venv-nemo-gym/bin/pip install -q -r scripts/nemo-gym-requirements.txt
+  export RULEGYM_NEMO_GYM_PYTHON="$PWD/.venv-nemo-gym/bin/python"
 fi
 
 echo "== cargo test --release --all-features (the library and the CLI package)"
@@ -81,6 +87,7 @@ if [ -z "${RULEGYM_SKIP_PYTHON:-}" ]; then
     -i .venv-test/bin/python -o target/wheels
   .venv-test/bin/pip install -q --force-reinstall --no-deps target/wheels/rulegym-*.whl
   .venv-verifiers/bin/pip install -q --force-reinstall --no-deps target/wheels/rulegym-*.whl
+  .venv-nemo-gym/bin/pip install -q --force-reinstall --no-deps target/wheels/rulegym-*.whl
   RULEGYM_BIN="${CARGO_TARGET_DIR:-$PWD/target}/release/rulegym" RULEGYM_WHEEL="$(ls target/wheels/rulegym-*.whl)" \
     .venv-test/bin/python -m pytest python/tests -q -rs
 fi

@@ -100,7 +100,10 @@ async def search_async(base, spec):
         r = await env.step({"type": "call_tool", "tool_name": "answer", "arguments": {"answer": ", ".join(q["answers"])}})
         assert r.done is True and r.reward == 1.0, r
         r = await env.step({"type": "call_tool", "tool_name": "search", "arguments": {"query": "more"}})
-        assert r.done is True and r.reward == 1.0 and "over" in text_of(r.observation["result"])
+        # After the end a call is refused (an execution error), the reward stays.
+        assert r.done is True and r.reward == 1.0, r
+        assert r.observation["error"]["error_type"] == "execution_error", r.observation
+        assert "episode is over" in r.observation["error"]["message"], r.observation
         # The turn cap: an episode without an answer ends at 0.
         await env.reset(question_id=q["id"])
         for _ in range(spec["max_turns"]):

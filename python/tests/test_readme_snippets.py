@@ -156,7 +156,8 @@ def test_demonstrations_and_curriculum_snippet(workdir, capsys):
     scope = run(block("rulegym.Curriculum("), "curriculum")
     out = capsys.readouterr().out.strip().splitlines()
     assert len(scope["rows"]) >= 1 and all(r["reward"] == 1.0 for r in scope["rows"])
-    assert out[1] == "Answer recorded. 1.0", out
+    assert out[1] == "['answer', 'get_article', 'search']", out
+    assert out[2] == "Episode over. Score (F1): 1 (exact match 1, precision 1, recall 1). 1.0", out
     assert scope["levels"] == [0, 0, 0, 1]
     assert scope["state"]["level"] == 1 and scope["state"]["reports"] == 4
     assert scope["Env"].curriculum is scope["curriculum"]

@@ -32,7 +32,6 @@ class TaskToolset(vf.Toolset[vf.ToolsetConfig, TaskState]):
                                                  simulation=task.simulation or None).values()))
         self._env = env_cls()
         self._env.reset(task=row["task"])
-        self._schemas = [t for t in row["task"]["tools"]]
 
     def _tool(self, name: str, method: Callable[..., str]) -> Callable[..., Any]:
         """An async tool calling ``method`` that records the episode's reward and end."""
@@ -41,7 +40,7 @@ class TaskToolset(vf.Toolset[vf.ToolsetConfig, TaskState]):
             text = method(**{k: v for k, v in kwargs.items() if v is not None})
             self.state.calls += 1
             self.state.reward = float(self._env.get_reward())
-            self.state.done = bool(self._env._env.done)
+            self.state.done = bool(self._env.done)
             return text
 
         call.__signature__ = inspect.signature(method)
@@ -51,8 +50,7 @@ class TaskToolset(vf.Toolset[vf.ToolsetConfig, TaskState]):
         return call
 
     def register(self, mcp) -> None:
-        names = [t["name"] for t in self._schemas] + ["ask_user", "finish"]
-        for name in names:
+        for name in (t["name"] for t in self._env._session.tools()):
             method = getattr(self._env, name)
             description = (method.__doc__ or name).strip().split("\n\n")[0]
             mcp.add_tool(self._with_state(self._tool(name, method)), name=name, description=description)
