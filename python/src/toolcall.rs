@@ -242,7 +242,10 @@ impl World {
             .allow_threads(|| toolcall::TaskWorld::load(&file, simulation, config))
             .map_err(err)?;
         Ok(World {
-            inner: Arc::new(toolcall::World::new(name, toolcall::WorldKind::Tasks(world))),
+            inner: Arc::new(toolcall::World::new(
+                name,
+                toolcall::WorldKind::Tasks(world),
+            )),
         })
     }
 
@@ -252,9 +255,7 @@ impl World {
     fn session(&self, py: Python<'_>, request: Option<&Bound<'_, PyAny>>) -> PyResult<ToolSession> {
         let request: toolcall::ResetRequest = from_py(py, request, "reset request")?;
         let world = self.inner.clone();
-        let session = py
-            .allow_threads(|| world.session(&request))
-            .map_err(err)?;
+        let session = py.allow_threads(|| world.session(&request)).map_err(err)?;
         Ok(wrap(session))
     }
 

@@ -243,8 +243,23 @@ impl ToolSession {
         }
     }
 
-    /// Calls a tool: one turn of the episode. A fault leaves the episode as it was.
+    /// Calls a tool: one turn of the episode. A fault leaves the episode as it was. The checks
+    /// come in one order for every kind: the tool's name, then whether the episode goes on,
+    /// then the arguments.
     pub fn call(&mut self, name: &str, args: &Map<String, Value>) -> Result<Outcome, ToolFault> {
+        let tools = self.tools();
+        if !tools.iter().any(|t| t.name == name) {
+            let known: Vec<String> = tools.into_iter().map(|t| t.name).collect();
+            return Err(ToolFault::UnknownTool {
+                name: name.to_owned(),
+                known: known.join(", "),
+            });
+        }
+        if self.done() {
+            return Err(ToolFault::EpisodeOver {
+                reward: self.reward(),
+            });
+        }
         match &mut self.inner {
             Inner::Search(s) => s.call(name, args),
             Inner::Task(t) => t.call(name, args),

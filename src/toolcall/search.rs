@@ -224,7 +224,7 @@ fn outcome(text: String, data: Value, is_error: bool) -> Outcome {
 
 /// A scored episode, or browsing (no question, no end).
 enum Mode {
-    Scored(SearchSession),
+    Scored(Box<SearchSession>),
     Browse {
         people: Arc<Vec<String>>,
         calls: usize,
@@ -241,7 +241,7 @@ impl SearchCalls {
     pub(super) fn scored(session: SearchSession, index: Arc<SearchIndex>) -> Self {
         SearchCalls {
             index,
-            mode: Mode::Scored(session),
+            mode: Mode::Scored(Box::new(session)),
         }
     }
 
@@ -325,19 +325,12 @@ impl SearchCalls {
         name: &str,
         args: &Map<String, Value>,
     ) -> Result<Outcome, ToolFault> {
-        let table = self.table();
-        let Some(tool) = table.iter().find(|t| t.name == name) else {
-            let known: Vec<&str> = table.iter().map(|t| t.name).collect();
-            return Err(ToolFault::UnknownTool {
-                name: name.to_owned(),
-                known: known.join(", "),
-            });
-        };
-        if self.done() {
-            return Err(ToolFault::EpisodeOver {
-                reward: self.reward(),
-            });
-        }
+        // `ToolSession::call` checked the name and that the episode goes on.
+        let tool = self
+            .table()
+            .iter()
+            .find(|t| t.name == name)
+            .ok_or_else(|| ToolFault::Failed(format!("no tool {name:?}")))?;
         let args = tool.parse(args)?;
         let mut out = match &mut self.mode {
             Mode::Scored(s) => {

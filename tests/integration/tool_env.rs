@@ -35,7 +35,7 @@ pub(super) fn scorer() -> Arc<RubricScorer> {
 }
 
 /// A simulator backend that answers with a new flight list per call (so reuse is visible).
-pub(super) fn flight_backend() -> Arc<ScriptedBackend> {
+fn flight_backend() -> Arc<ScriptedBackend> {
     let n = Arc::new(AtomicU64::new(0));
     Arc::new(ScriptedBackend::new(move |_req| {
         let i = n.fetch_add(1, Ordering::SeqCst);
@@ -486,7 +486,7 @@ const HERMES_GOOD: &[&str] = &[
     "<answer>Your flight OS123 is booked.</answer>",
 ];
 
-fn env_with(config: ToolEnvConfig) -> ToolEnv {
+pub(super) fn env_with(config: ToolEnvConfig) -> ToolEnv {
     let w = world();
     let sim = Arc::new(
         MappingSimulator::new(

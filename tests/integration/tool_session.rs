@@ -4,10 +4,10 @@
 //! The protocol suites (MCP, OpenEnv, TRL, verifiers) run the same session through real clients.
 
 use super::cli::{rulegym, run_ok};
-use super::tool_env::{flight_backend, scorer, world};
+use super::tool_env::{env_with, scorer, world};
 use super::tool_rubric::trip_task;
 use rulegym::env::Environment;
-use rulegym::llm::{ChatMessage, LlmBackend, Role};
+use rulegym::llm::{ChatMessage, Role};
 use rulegym::reward::score;
 use rulegym::search::session::SearchSession;
 use rulegym::search::{SearchEnv, SearchEnvConfig, SearchTask};
@@ -16,12 +16,9 @@ use rulegym::toolcall::{
     FixedEpisode, ResetRequest, SearchWorld, SessionKind, TaskWorld, ToolFault, ToolSession, World,
     WorldError, WorldKind,
 };
-use rulegym::tooluse::env::{ToolEnv, ToolEnvConfig, openai_call, trajectory_from_messages};
-use rulegym::tooluse::simulator::{MappingConfig, MappingSimulator};
-use rulegym::tooluse::user::RuleUser;
+use rulegym::tooluse::env::{ToolEnvConfig, openai_call, trajectory_from_messages};
 use rulegym::{Error, Question};
 use serde_json::{Map, Value, json};
-use std::sync::Arc;
 
 use crate::search_env::dataset;
 
@@ -214,28 +211,15 @@ fn search_rewards_equal_rulegym_score() {
     }
 }
 
+fn config() -> ToolEnvConfig {
+    ToolEnvConfig {
+        max_turns: 8,
+        ..ToolEnvConfig::default()
+    }
+}
+
 fn task_session() -> ToolSession {
-    let w = world();
-    let sim = Arc::new(
-        MappingSimulator::new(
-            "trip",
-            None,
-            Some(flight_backend() as Arc<dyn LlmBackend>),
-            MappingConfig::default(),
-        )
-        .unwrap(),
-    );
-    let env = ToolEnv::new(
-        w.clone(),
-        Some(sim),
-        Box::new(RuleUser::new(&w.task)),
-        scorer(),
-        ToolEnvConfig {
-            max_turns: 8,
-            ..ToolEnvConfig::default()
-        },
-    );
-    ToolSession::task(env, "trip").unwrap()
+    ToolSession::task(env_with(config()), "trip").unwrap()
 }
 
 #[test]
@@ -315,25 +299,7 @@ fn task_session_every_tool_every_fault_and_the_rubric_reward() {
     // The reward is the rubric's: the same messages sent to a bare ToolEnv end at the same
     // result, and the saved transcript scores the same through the rubric scorer.
     let w = world();
-    let sim = Arc::new(
-        MappingSimulator::new(
-            "trip",
-            None,
-            Some(flight_backend() as Arc<dyn LlmBackend>),
-            MappingConfig::default(),
-        )
-        .unwrap(),
-    );
-    let mut env = ToolEnv::new(
-        w.clone(),
-        Some(sim),
-        Box::new(RuleUser::new(&w.task)),
-        scorer(),
-        ToolEnvConfig {
-            max_turns: 8,
-            ..ToolEnvConfig::default()
-        },
-    );
+    let mut env = env_with(config());
     env.reset().unwrap();
     let say = |t: &str| ChatMessage::text(Role::Assistant, t);
     let call = |id: &str, name: &str, a: Value| ChatMessage {
