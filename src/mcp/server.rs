@@ -230,14 +230,10 @@ impl ServerHandler for McpServer {
             (SessionKind::Search, QUESTION_URI) | (SessionKind::Task, TASK_URI) => {
                 self.prompt_text()
             }
-            (_, u) => u.strip_prefix(ARTICLE_URI).and_then(|id| {
-                let index = self.world.index()?;
-                index
-                    .docs()
-                    .iter()
-                    .find(|d| d.id == id)
-                    .map(|d| d.contents.clone())
-            }),
+            (_, u) => u
+                .strip_prefix(ARTICLE_URI)
+                .and_then(|id| self.world.article_by_id(id))
+                .map(|d| d.contents.clone()),
         };
         match text {
             Some(text) => {

@@ -247,9 +247,12 @@ impl ToolSession {
     /// come in one order for every kind: the tool's name, then whether the episode goes on,
     /// then the arguments.
     pub fn call(&mut self, name: &str, args: &Map<String, Value>) -> Result<Outcome, ToolFault> {
-        let tools = self.tools();
-        if !tools.iter().any(|t| t.name == name) {
-            let known: Vec<String> = tools.into_iter().map(|t| t.name).collect();
+        let offered = match &self.inner {
+            Inner::Search(s) => s.has_tool(name),
+            Inner::Task(t) => t.has_tool(name),
+        };
+        if !offered {
+            let known: Vec<String> = self.tools().into_iter().map(|t| t.name).collect();
             return Err(ToolFault::UnknownTool {
                 name: name.to_owned(),
                 known: known.join(", "),

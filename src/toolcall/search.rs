@@ -267,6 +267,10 @@ impl SearchCalls {
         self.table().iter().map(BuiltinTool::spec).collect()
     }
 
+    pub(super) fn has_tool(&self, name: &str) -> bool {
+        self.table().iter().any(|t| t.name == name)
+    }
+
     pub(super) fn done(&self) -> bool {
         matches!(&self.mode, Mode::Scored(s) if s.done())
     }

@@ -88,6 +88,10 @@ impl TaskCalls {
             .collect()
     }
 
+    pub(super) fn has_tool(&self, name: &str) -> bool {
+        is_builtin(name) || self.env.task().task.tool(name).is_some()
+    }
+
     pub(super) fn done(&self) -> bool {
         self.env.is_done()
     }

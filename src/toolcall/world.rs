@@ -3,6 +3,7 @@
 
 use super::ToolSession;
 use crate::question::Question;
+use crate::retrieval::Document;
 use crate::retrieval::SearchIndex;
 use crate::search::session::SearchSession;
 use crate::search::{SearchEnv, SearchEnvConfig, SearchTask};
@@ -12,6 +13,7 @@ use crate::tooluse::simulation::{Simulation, SimulationConfig};
 use crate::tooluse::task::{CompiledTask, ValidateOptions, load_tasks};
 use rand::Rng;
 use serde_json::{Value, json};
+use std::collections::HashMap;
 use std::path::Path;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -63,6 +65,8 @@ pub enum WorldError {
 /// A dataset's questions over its index, and its people's names (for browsing).
 pub struct SearchWorld {
     index: Arc<SearchIndex>,
+    /// Document id -> position in the index (lookups only; never iterated).
+    by_id: HashMap<String, usize>,
     questions: Vec<Question>,
     people: Arc<Vec<String>>,
     config: SearchEnvConfig,
@@ -143,8 +147,13 @@ impl SearchWorld {
         people: Vec<String>,
         config: SearchEnvConfig,
     ) -> Self {
+        let mut by_id = HashMap::new();
+        for (i, d) in index.docs().iter().enumerate() {
+            by_id.entry(d.id.clone()).or_insert(i);
+        }
         SearchWorld {
             index,
+            by_id,
             questions,
             people: Arc::new(people),
             config,
@@ -258,6 +267,14 @@ impl World {
     pub fn index(&self) -> Option<&Arc<SearchIndex>> {
         match &self.kind {
             WorldKind::Search(w) => Some(&w.index),
+            WorldKind::Tasks(_) => None,
+        }
+    }
+
+    /// A search world's article with document id `id`.
+    pub fn article_by_id(&self, id: &str) -> Option<&Document> {
+        match &self.kind {
+            WorldKind::Search(w) => w.by_id.get(id).map(|&i| &w.index.docs()[i]),
             WorldKind::Tasks(_) => None,
         }
     }
