@@ -7,16 +7,20 @@
 //!
 //! Rows are what TRL's `SFTTrainer` reads for tool calling: `messages` (OpenAI chat with
 //! `tool_calls` and `tool` messages) and `tools` (the function schemas). The sentence before each
-//! call is drawn from a few phrasings by a ChaCha stream keyed by the question id, so the rows do
-//! not repeat one template, and are the same on every run.
+//! call rests on what was read: before reading the next person, or answering, it quotes the
+//! article lines that name them ("The daughter of A is B."), so a policy learns to follow the
+//! fact that leads on, not to open any name it has seen. The phrasings are drawn by a ChaCha
+//! stream keyed by the question id, so the rows do not repeat one template, and are the same on
+//! every run.
 
 use super::ToolSession;
 use super::search::{self as tools, SYSTEM_PROMPT};
-use crate::question::{Family, Question};
+use crate::question::{Anchor, Family, Question};
 use crate::retrieval::SearchIndex;
 use crate::search::oracle::proof_plan;
 use crate::search::session::SearchSession;
 use crate::search::{SearchEnv, SearchEnvConfig, SearchTask};
+use crate::universe::PersonId;
 use crate::universe::Universe;
 use rand::Rng;
 use serde::{Deserialize, Serialize};
@@ -98,21 +102,98 @@ const FIRST_READ: [&str; 3] = [
     "I start with the article about {}.",
     "Let me read the article about {}.",
 ];
+/// The next read, grounded in the line that names the person (`{q}`: the quoted line).
 const NEXT_READ: [&str; 3] = [
+    "The article says: \"{q}\" Next, the article about {}.",
+    "I read: \"{q}\" So now I read about {}.",
+    "\"{q}\" {} is the next person to check.",
+];
+/// The next read when no line read so far names the person (a fallback; the proof's reads
+/// are normally all named by what was read before them).
+const NEXT_READ_UNQUOTED: [&str; 2] = [
     "Next, the article about {}.",
-    "Now I read about {}, who came up in what I have read.",
     "{} is the next person to check.",
 ];
 const ATTRIBUTE_SEARCH: [&str; 2] = [
     "First I search for \"{}\" to find who the question means.",
     "Let me find who matches \"{}\".",
 ];
+/// The answer, grounded in the lines that state it.
 const ANSWER: [&str; 3] = [
+    "The article says: \"{q}\" So the answer is {}.",
+    "I read: \"{q}\" That answers it: {}.",
+    "\"{q}\" I have what I need; the answer is {}.",
+];
+/// The answer when no line states it (a count, a comparison).
+const ANSWER_UNQUOTED: [&str; 3] = [
     "So the answer is {}.",
     "That answers it: {}.",
     "I have what I need; the answer is {}.",
 ];
 const CLOSING: [&str; 3] = ["Done.", "I have answered.", "The answer is given."];
+/// At most this many lines are quoted before a call.
+const MAX_QUOTED: usize = 2;
+
+/// Whether `needle` occurs in `line` as whole words (not inside a longer name or number).
+fn mentions(line: &str, needle: &str) -> bool {
+    let word = |c: Option<char>| c.is_some_and(char::is_alphanumeric);
+    line.match_indices(needle).any(|(at, _)| {
+        !word(line[..at].chars().next_back()) && !word(line[at + needle.len()..].chars().next())
+    })
+}
+
+/// The line of what was read that leads to `needle`: a sentence that holds `context` when one is
+/// given (the value an attribute search matched), else one that names `needle` as its object
+/// ("The daughter of A is B.", "The hobby of B is chess."). Lines whose relation the question
+/// names ("The friends of A are ..." for "the friend of A") come first, then the most recent.
+fn evidence<'a>(
+    observations: &'a [String],
+    question: &str,
+    needle: &str,
+    context: Option<&str>,
+) -> Option<&'a str> {
+    let leads = |line: &str| match context {
+        Some(c) => mentions(line, needle) && mentions(line, c),
+        None => [" is ", " are "].iter().any(|verb| {
+            line.split_once(verb)
+                .is_some_and(|(_, object)| mentions(object, needle))
+        }),
+    };
+    let asked = |line: &str| {
+        line.strip_prefix("The ")
+            .and_then(|rest| rest.split_once(" of "))
+            .is_some_and(|(noun, _)| {
+                mentions(question, noun) || mentions(question, noun.trim_end_matches('s'))
+            })
+    };
+    let find = |pick: &dyn Fn(&str) -> bool| {
+        observations.iter().rev().find_map(|text| {
+            text.lines()
+                .map(str::trim)
+                .find(|l| l.starts_with("The ") && leads(l) && pick(l))
+        })
+    };
+    find(&asked).or_else(|| find(&|_| true))
+}
+
+/// The quoted lines that lead to each of `needles`, each once, at most [`MAX_QUOTED`].
+fn quote(
+    observations: &[String],
+    question: &str,
+    needles: &[&str],
+    context: Option<&str>,
+) -> String {
+    let mut quoted: Vec<&str> = Vec::new();
+    for needle in needles {
+        if let Some(line) = evidence(observations, question, needle, context)
+            && quoted.len() < MAX_QUOTED
+            && !quoted.contains(&line)
+        {
+            quoted.push(line);
+        }
+    }
+    quoted.join(" ")
+}
 
 /// A stable 64-bit key of a question id (FNV-1a), for its phrasing stream.
 fn id_key(id: &str) -> u64 {
@@ -151,37 +232,71 @@ pub fn demonstration(
         index.clone(),
     );
     let mut rng = crate::seed::stream(options.seed, "demo-phrasing", id_key(&q.id));
-    let mut pick = |choices: &[&str], slot: &str| -> String {
-        choices[rng.random_range(0..choices.len())].replace("{}", slot)
+    let mut pick = |choices: &[&str], slot: &str, quote: &str| -> String {
+        choices[rng.random_range(0..choices.len())]
+            .replace("{q}", quote)
+            .replace("{}", slot)
     };
-    // (tool, argument name, argument, the sentence before the call)
-    let mut calls: Vec<(&str, &str, String, String)> = Vec::new();
-    for (text, _) in &plan.attribute_searches {
-        calls.push((
-            "search",
-            "query",
-            text.clone(),
-            pick(&ATTRIBUTE_SEARCH, text),
-        ));
-    }
-    for (i, &p) in plan.reads.iter().enumerate() {
-        let name = universe.person(p).name.clone();
-        let first = i == 0 && plan.attribute_searches.is_empty();
-        let line = pick(if first { &FIRST_READ } else { &NEXT_READ }, &name);
-        calls.push(("get_article", "title", name, line));
-    }
-    let answer = q.answers.join(", ");
-    calls.push(("answer", "answer", answer.clone(), pick(&ANSWER, &answer)));
     let mut messages = vec![
         json!({"role": "system", "content": SYSTEM_PROMPT}),
         json!({"role": "user", "content": q.question}),
     ];
-    for (name, argument, value, line) in calls {
+    let mut observations: Vec<String> = Vec::new();
+    // (tool, argument name, argument) in proof order; the sentence before each call is written
+    // when the call is made, from what has been read by then.
+    let mut calls: Vec<(&str, &str, String)> = Vec::new();
+    for (text, _) in &plan.attribute_searches {
+        calls.push(("search", "query", text.clone()));
+    }
+    // An attribute search's holders are found by the value it matched.
+    let mut matched: BTreeMap<PersonId, &str> = BTreeMap::new();
+    for chain in q.plan.chains() {
+        if let Anchor::Attribute { attribute, value } = &chain.anchor {
+            for h in universe.holders(attribute.fact(), value) {
+                matched.entry(h).or_insert(value.as_str());
+            }
+        }
+    }
+    let mut context: BTreeMap<String, &str> = BTreeMap::new();
+    for &p in &plan.reads {
+        let name = universe.person(p).name.clone();
+        if let Some(&value) = matched.get(&p) {
+            context.insert(name.clone(), value);
+        }
+        calls.push(("get_article", "title", name));
+    }
+    calls.push(("answer", "answer", q.answers.join(", ")));
+    for (name, argument, value) in calls {
+        let line = match name {
+            "search" => pick(&ATTRIBUTE_SEARCH, &value, ""),
+            "get_article" if observations.is_empty() => pick(&FIRST_READ, &value, ""),
+            _ => {
+                let needles: Vec<&str> = if name == "answer" {
+                    // A count is no quotable fact: digits also occur inside dates.
+                    q.answers
+                        .iter()
+                        .map(String::as_str)
+                        .filter(|a| !a.bytes().all(|b| b.is_ascii_digit()))
+                        .collect()
+                } else {
+                    vec![value.as_str()]
+                };
+                let held = (name == "get_article").then(|| context.get(&value).copied());
+                let quote = quote(&observations, &q.question, &needles, held.flatten());
+                match (name, quote.is_empty()) {
+                    ("answer", false) => pick(&ANSWER, &value, &quote),
+                    ("answer", true) => pick(&ANSWER_UNQUOTED, &value, ""),
+                    (_, false) => pick(&NEXT_READ, &value, &quote),
+                    (_, true) => pick(&NEXT_READ_UNQUOTED, &value, ""),
+                }
+            }
+        };
         let mut arguments = Map::new();
         arguments.insert(argument.to_owned(), Value::from(value.clone()));
         let observation = session.call(name, &arguments)?.text;
         messages.push(call_message(line, name, argument, &value));
         messages.push(json!({"role": "tool", "name": name, "content": observation}));
+        observations.push(observation);
         if session.done() {
             break;
         }
@@ -189,7 +304,7 @@ pub fn demonstration(
     if !session.done() || session.reward() != 1.0 {
         return Ok(None);
     }
-    messages.push(json!({"role": "assistant", "content": pick(&CLOSING, "")}));
+    messages.push(json!({"role": "assistant", "content": pick(&CLOSING, "", "")}));
     Ok(Some(Demonstration {
         id: q.id.clone(),
         question: q.question.clone(),
