@@ -38,7 +38,7 @@ pub mod reward;
 pub mod rewardcheck;
 pub mod search;
 pub mod seed;
-#[cfg(any(feature = "server", feature = "mcp"))]
+#[cfg(feature = "server")]
 pub mod sessions;
 #[cfg(feature = "synth")]
 pub mod synth;

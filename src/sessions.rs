@@ -9,12 +9,21 @@
 //! for MCP) until one ends, a session without a request for [`SessionLimits::idle_timeout`] is
 //! closed, and none lives past [`SessionLimits::max_lifetime`]. Closing a session frees its
 //! state (the MCP episode, the connection's buffers).
+//!
+//! Admission is fair between clients, told apart by peer address: one client holds at most
+//! [`SessionLimits::per_client`] sessions, and when every slot is taken the session idle
+//! longest makes room for a newcomer if it has been idle [`SessionLimits::evict_idle_after`].
+//! [`serve_connections`] serves every HTTP server on one connection layer: each connection,
+//! upgraded to a WebSocket or not, holds a slot of one table; headers, bodies and idle
+//! connections are timed; a declared oversize body is refused before it is read.
 
 use std::collections::HashMap;
 use std::hash::Hash;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::net::IpAddr;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
+use tokio::sync::Notify;
 
 /// Bounds on the sessions one server keeps.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -25,6 +34,12 @@ pub struct SessionLimits {
     pub idle_timeout: Duration,
     /// A session older than this is closed, however busy.
     pub max_lifetime: Duration,
+    /// Live sessions one client (peer address) may hold; `None`: half of `max_sessions` (at
+    /// least 1), so no one client can take every slot.
+    pub max_per_client: Option<usize>,
+    /// When every slot is taken (or a client holds its share), the session idle longest is
+    /// closed to admit the newcomer, if it has been idle at least this long.
+    pub evict_idle_after: Duration,
 }
 
 impl Default for SessionLimits {
@@ -33,6 +48,8 @@ impl Default for SessionLimits {
             max_sessions: 1024,
             idle_timeout: Duration::from_secs(600),
             max_lifetime: Duration::from_secs(3600),
+            max_per_client: None,
+            evict_idle_after: Duration::from_secs(60),
         }
     }
 }
@@ -49,9 +66,15 @@ pub enum SessionError {
     /// A timeout is zero.
     #[error("{0} must be longer than 0 s")]
     ZeroTimeout(&'static str),
+    /// `max_per_client` is 0 or above `max_sessions`.
+    #[error("max sessions per client {0} must be 1-{1} (the max sessions)")]
+    BadPerClient(usize, usize),
     /// Every session slot is taken.
     #[error("too many sessions ({0} live, the limit); retry when one ends")]
     Full(usize),
+    /// The client holds its share of the sessions.
+    #[error("this client holds {0} sessions, its limit; close one or retry when one ends")]
+    ClientFull(usize),
 }
 
 impl SessionLimits {
@@ -66,7 +89,18 @@ impl SessionLimits {
         if self.max_lifetime.is_zero() {
             return Err(SessionError::ZeroTimeout("session lifetime"));
         }
+        if let Some(n) = self.max_per_client
+            && !(1..=self.max_sessions).contains(&n)
+        {
+            return Err(SessionError::BadPerClient(n, self.max_sessions));
+        }
         Ok(())
+    }
+
+    /// Live sessions one client may hold.
+    pub fn per_client(&self) -> usize {
+        self.max_per_client
+            .unwrap_or((self.max_sessions / 2).max(1))
     }
 
     /// How often the reaper looks for expired sessions: a quarter of the shorter timeout,
@@ -77,19 +111,93 @@ impl SessionLimits {
     }
 }
 
+tokio::task_local! {
+    /// The peer address of the request being served ([`serve_connections`] sets it).
+    static CLIENT: IpAddr;
+}
+
+/// The peer address of the request this task serves, when a connection layer set it.
+pub fn current_client() -> Option<IpAddr> {
+    CLIENT.try_with(|c| *c).ok()
+}
+
+/// Runs `f` as serving `client`: sessions it admits count against that client's share.
+pub async fn serve_as<F: std::future::Future>(client: IpAddr, f: F) -> F::Output {
+    CLIENT.scope(client, f).await
+}
+
+/// A close signal that every waiter sees, including those that start waiting after it fired.
+#[derive(Debug, Default)]
+pub struct Shutdown {
+    closed: AtomicBool,
+    notify: Notify,
+}
+
+impl Shutdown {
+    /// Fires the signal (once is enough; later calls do nothing more).
+    pub fn close(&self) {
+        self.closed.store(true, Ordering::SeqCst);
+        self.notify.notify_waiters();
+    }
+
+    /// True once [`Shutdown::close`] was called.
+    pub fn is_closed(&self) -> bool {
+        self.closed.load(Ordering::SeqCst)
+    }
+
+    /// Waits until the signal fires (at once if it has).
+    pub async fn closed(&self) {
+        loop {
+            let notified = self.notify.notified();
+            tokio::pin!(notified);
+            notified.as_mut().enable();
+            if self.is_closed() {
+                return;
+            }
+            notified.await;
+        }
+    }
+}
+
 struct Entry<V> {
     opened: Instant,
     seen: Instant,
+    client: Option<IpAddr>,
     value: V,
+}
+
+/// The table's state under its lock: the sessions, each client's count, and the sessions
+/// evicted for newcomers that the reaper has yet to close.
+struct Live<K, V> {
+    map: HashMap<K, Entry<V>>,
+    per_client: HashMap<IpAddr, usize>,
+    evicted: Vec<(K, V)>,
+}
+
+impl<K: Eq + Hash, V> Live<K, V> {
+    fn take(&mut self, key: &K) -> Option<Entry<V>> {
+        let e = self.map.remove(key)?;
+        if let Some(c) = e.client
+            && let Some(n) = self.per_client.get_mut(&c)
+        {
+            *n -= 1;
+            if *n == 0 {
+                self.per_client.remove(&c);
+            }
+        }
+        Some(e)
+    }
 }
 
 /// The live sessions of one server, each with a value the server needs to close it (for a
 /// connection, the signal its task waits on; `()` where the id is enough).
 pub struct SessionTable<K, V = ()> {
     limits: SessionLimits,
-    live: Mutex<HashMap<K, Entry<V>>>,
-    /// Sessions that ended so far (removed or expired).
+    live: Mutex<Live<K, V>>,
+    /// Sessions that ended so far (removed, expired or evicted).
     ended: AtomicU64,
+    /// Wakes the reaper when a session was evicted.
+    wake: Arc<Notify>,
 }
 
 impl<K: Eq + Hash + Clone, V: Clone> SessionTable<K, V> {
@@ -98,8 +206,13 @@ impl<K: Eq + Hash + Clone, V: Clone> SessionTable<K, V> {
         limits.validate()?;
         Ok(SessionTable {
             limits,
-            live: Mutex::new(HashMap::new()),
+            live: Mutex::new(Live {
+                map: HashMap::new(),
+                per_client: HashMap::new(),
+                evicted: Vec::new(),
+            }),
             ended: AtomicU64::new(0),
+            wake: Arc::new(Notify::new()),
         })
     }
 
@@ -108,33 +221,104 @@ impl<K: Eq + Hash + Clone, V: Clone> SessionTable<K, V> {
         &self.limits
     }
 
-    fn lock(&self) -> MutexGuard<'_, HashMap<K, Entry<V>>> {
+    fn lock(&self) -> MutexGuard<'_, Live<K, V>> {
         // A panic elsewhere while holding the lock leaves the map consistent (every update is
         // one insert or remove), so a poisoned lock is still usable.
         self.live.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// Admits a new session, or refuses it when every slot is taken.
+    /// Admits a new session for the client this task serves ([`current_client`]).
     pub fn admit(&self, key: K, value: V) -> Result<(), SessionError> {
+        self.admit_for(key, value, current_client())
+    }
+
+    /// Admits a new session for `client` (`None`: no client to bound). When the client holds
+    /// its share, or every slot is taken, the longest-idle session (the client's own, or
+    /// anyone's) makes room if it has been idle [`SessionLimits::evict_idle_after`]; it is
+    /// closed by the reaper. Otherwise the newcomer is refused.
+    pub fn admit_for(&self, key: K, value: V, client: Option<IpAddr>) -> Result<(), SessionError> {
         let mut live = self.lock();
-        if live.len() >= self.limits.max_sessions && !live.contains_key(&key) {
-            return Err(SessionError::Full(live.len()));
-        }
         let now = Instant::now();
-        live.insert(
+        if let Some(old) = live.take(&key) {
+            // Re-admitting a key replaces its session (the old value is closed).
+            live.evicted.push((key.clone(), old.value));
+        }
+        let held = client.map_or(0, |c| live.per_client.get(&c).copied().unwrap_or(0));
+        let at_share = client.is_some() && held >= self.limits.per_client();
+        let full = live.map.len() >= self.limits.max_sessions;
+        if at_share || full {
+            // Room comes from the client's own idle sessions once it holds its share.
+            let from = if at_share { client } else { None };
+            if self.evict_idlest(&mut live, now, from).is_none() {
+                return Err(if full {
+                    SessionError::Full(live.map.len())
+                } else {
+                    SessionError::ClientFull(held)
+                });
+            }
+        }
+        if let Some(c) = client {
+            *live.per_client.entry(c).or_default() += 1;
+        }
+        live.map.insert(
             key,
             Entry {
                 opened: now,
                 seen: now,
+                client,
                 value,
             },
         );
         Ok(())
     }
 
+    /// Why one more session for the client this task serves would be refused now (nothing is
+    /// evicted), if it would.
+    pub fn refusal(&self) -> Option<SessionError> {
+        let live = self.lock();
+        let client = current_client();
+        let held = client.map_or(0, |c| live.per_client.get(&c).copied().unwrap_or(0));
+        let at_share = client.is_some() && held >= self.limits.per_client();
+        let full = live.map.len() >= self.limits.max_sessions;
+        let from = if at_share { client } else { None };
+        if !(at_share || full) || self.idlest(&live, Instant::now(), from).is_some() {
+            return None;
+        }
+        Some(if full {
+            SessionError::Full(live.map.len())
+        } else {
+            SessionError::ClientFull(held)
+        })
+    }
+
+    /// The session idle longest (of `client`, or of anyone), if idle long enough to evict.
+    fn idlest(&self, live: &Live<K, V>, now: Instant, client: Option<IpAddr>) -> Option<K> {
+        live.map
+            .iter()
+            .filter(|(_, e)| client.is_none() || e.client == client)
+            .map(|(k, e)| (now.saturating_duration_since(e.seen), k))
+            .filter(|(idle, _)| *idle >= self.limits.evict_idle_after)
+            .max_by_key(|(idle, _)| *idle)
+            .map(|(_, k)| k.clone())
+    }
+
+    fn evict_idlest(
+        &self,
+        live: &mut Live<K, V>,
+        now: Instant,
+        client: Option<IpAddr>,
+    ) -> Option<()> {
+        let key = self.idlest(live, now, client)?;
+        let e = live.take(&key)?;
+        live.evicted.push((key, e.value));
+        self.ended.fetch_add(1, Ordering::Relaxed);
+        self.wake.notify_one();
+        Some(())
+    }
+
     /// Records activity on a session (resets its idle clock); false when it is not live.
     pub fn touch(&self, key: &K) -> bool {
-        match self.lock().get_mut(key) {
+        match self.lock().map.get_mut(key) {
             Some(e) => {
                 e.seen = Instant::now();
                 true
@@ -145,7 +329,7 @@ impl<K: Eq + Hash + Clone, V: Clone> SessionTable<K, V> {
 
     /// The value of a live session, recording activity on it (resets its idle clock).
     pub fn get(&self, key: &K) -> Option<V> {
-        self.lock().get_mut(key).map(|e| {
+        self.lock().map.get_mut(key).map(|e| {
             e.seen = Instant::now();
             e.value.clone()
         })
@@ -153,38 +337,40 @@ impl<K: Eq + Hash + Clone, V: Clone> SessionTable<K, V> {
 
     /// Forgets a session (it ended); false when it was not live.
     pub fn remove(&self, key: &K) -> bool {
-        let removed = self.lock().remove(key).is_some();
+        let removed = self.lock().take(key).is_some();
         if removed {
             self.ended.fetch_add(1, Ordering::Relaxed);
         }
         removed
     }
 
-    /// Sessions that ended since the table was made (removed or expired).
+    /// Sessions that ended since the table was made (removed, expired or evicted).
     pub fn ended(&self) -> u64 {
         self.ended.load(Ordering::Relaxed)
     }
 
     /// Live sessions.
     pub fn len(&self) -> usize {
-        self.lock().len()
+        self.lock().map.len()
+    }
+
+    /// Live sessions of `client`.
+    pub fn held_by(&self, client: IpAddr) -> usize {
+        self.lock().per_client.get(&client).copied().unwrap_or(0)
     }
 
     /// True when no session is live.
     pub fn is_empty(&self) -> bool {
-        self.lock().is_empty()
+        self.lock().map.is_empty()
     }
 
-    /// True when one more session would be refused.
-    pub fn is_full(&self) -> bool {
-        self.len() >= self.limits.max_sessions
-    }
-
-    /// Removes and returns the sessions idle longer than the idle timeout or older than the
-    /// lifetime at `now`, oldest first.
+    /// Removes and returns the sessions evicted for newcomers, then those idle longer than the
+    /// idle timeout or older than the lifetime at `now`, oldest first.
     pub fn take_expired(&self, now: Instant) -> Vec<(K, V)> {
         let mut live = self.lock();
+        let mut taken = std::mem::take(&mut live.evicted);
         let mut expired: Vec<(Instant, K)> = live
+            .map
             .iter()
             .filter(|(_, e)| {
                 now.saturating_duration_since(e.seen) >= self.limits.idle_timeout
@@ -193,11 +379,14 @@ impl<K: Eq + Hash + Clone, V: Clone> SessionTable<K, V> {
             .map(|(k, e)| (e.opened, k.clone()))
             .collect();
         expired.sort_by_key(|(opened, _)| *opened);
-        let taken: Vec<(K, V)> = expired
-            .into_iter()
-            .filter_map(|(_, k)| live.remove(&k).map(|e| (k, e.value)))
-            .collect();
-        self.ended.fetch_add(taken.len() as u64, Ordering::Relaxed);
+        let before = taken.len();
+        for (_, k) in expired {
+            if let Some(e) = live.take(&k) {
+                taken.push((k, e.value));
+            }
+        }
+        self.ended
+            .fetch_add((taken.len() - before) as u64, Ordering::Relaxed);
         taken
     }
 }
@@ -208,7 +397,8 @@ where
     V: Clone + Send + 'static,
 {
     /// Spawns the reaper on the current tokio runtime: every [`SessionLimits::reap_period`] it
-    /// takes the expired sessions and awaits `close` for each; after closing some it returns
+    /// (and at once after an eviction) takes the expired and evicted sessions and awaits
+    /// `close` for each; after closing some it returns
     /// freed memory to the system (glibc keeps it in its arenas otherwise). Runs until the
     /// table is dropped.
     pub fn spawn_reaper<F, Fut>(self: &Arc<Self>, close: F) -> tokio::task::JoinHandle<()>
@@ -218,6 +408,7 @@ where
     {
         let table = Arc::downgrade(self);
         let period = self.limits.reap_period();
+        let wake = self.wake.clone();
         tokio::spawn(async move {
             let mut tick = tokio::time::interval(period);
             tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
@@ -226,7 +417,10 @@ where
             // handed back on the next two ticks, when those tasks are done.
             let (mut ended_seen, mut trims_due) = (0u64, 0u8);
             loop {
-                tick.tick().await;
+                tokio::select! {
+                    _ = tick.tick() => {}
+                    _ = wake.notified() => {}
+                }
                 let Some(table) = table.upgrade() else { return };
                 let expired = table.take_expired(Instant::now());
                 let ended = table.ended();
@@ -248,58 +442,107 @@ where
 }
 
 /// Bounds on the connections of an HTTP server ([`serve_connections`]).
-#[cfg(feature = "server")]
 #[derive(Clone, Debug)]
 pub struct ConnectionLimits {
-    /// Connections at once (beyond: 503 and close), their idle timeout and longest life.
+    /// Connections at once, per client, their idle timeout and longest life (beyond the cap:
+    /// 503 with `Retry-After`, and close).
     pub sessions: SessionLimits,
     /// Time for a request's headers to arrive.
     pub header_timeout: Duration,
+    /// Largest request body, in bytes: a larger declared `Content-Length` is answered 413
+    /// before any of the body is read; a body that grows past it, 413 when it does.
+    pub max_body_bytes: usize,
+    /// Time for a request's whole body to arrive (408 beyond).
+    pub body_timeout: Duration,
     /// Time a connection closed by the reaper gets to finish its request in flight.
     pub drain_timeout: Duration,
 }
 
+/// A connection's slot in its server's table. The connection holds it, and so does the
+/// WebSocket a request upgrades the connection to (axum hands the socket on and the HTTP
+/// connection ends): the slot is freed when the last holder drops it, so an upgraded socket
+/// still counts against the connection cap. Requests find it in their extensions.
+#[derive(Clone)]
+pub struct ConnectionSlot(Arc<SlotInner>);
+
+struct SlotInner {
+    id: u64,
+    table: Arc<SessionTable<u64, Arc<Shutdown>>>,
+    shutdown: Arc<Shutdown>,
+}
+
+impl Drop for SlotInner {
+    fn drop(&mut self) {
+        self.table.remove(&self.id);
+    }
+}
+
+impl ConnectionSlot {
+    /// Records activity (a WebSocket message resets the connection's idle clock).
+    pub fn touch(&self) {
+        self.0.table.touch(&self.0.id);
+    }
+
+    /// Waits until the reaper closes the connection (idle or over age).
+    pub async fn closed(&self) {
+        self.0.shutdown.closed().await
+    }
+}
+
 /// Serves `app` on `listener` until the process ends, one HTTP/1 connection per task (with
-/// upgrades, for WebSockets) under `limits`: beyond the connection cap a connection is
-/// answered 503 and closed; idle and over-age connections are closed by the reaper; headers
-/// must arrive within the header timeout.
-#[cfg(feature = "server")]
+/// upgrades, for WebSockets) under `limits`: beyond the connection cap, or a client's share of
+/// it, a connection is answered 503 and closed; idle and over-age connections are closed by
+/// the reaper; headers must arrive within the header timeout and bodies within the body
+/// timeout, copied into one buffer as they arrive; sockets send without Nagle's delay. Each
+/// request runs as serving its peer's address ([`current_client`]) and carries its
+/// [`ConnectionSlot`].
 pub async fn serve_connections(
     listener: tokio::net::TcpListener,
     app: axum::Router,
     limits: ConnectionLimits,
 ) -> Result<(), SessionError> {
-    use tokio::sync::Notify;
     // One entry per connection, with the signal that closes it; the reaper fires it when the
     // connection has been idle too long or has lived too long.
-    let table: Arc<SessionTable<u64, Arc<Notify>>> =
+    let table: Arc<SessionTable<u64, Arc<Shutdown>>> =
         Arc::new(SessionTable::new(limits.sessions.clone())?);
-    let _reaper = table.spawn_reaper(|_, close: Arc<Notify>| async move { close.notify_one() });
+    let _reaper = table.spawn_reaper(|_, close: Arc<Shutdown>| async move { close.close() });
+    let app = app.layer(axum::middleware::from_fn_with_state(
+        (limits.max_body_bytes, limits.body_timeout),
+        read_body,
+    ));
     let mut next_id = 0u64;
     loop {
-        let stream = match listener.accept().await {
-            Ok((stream, _)) => stream,
+        let (stream, peer) = match listener.accept().await {
+            Ok(accepted) => accepted,
             Err(_) => {
                 // Out of file descriptors or a reset before accept: back off, keep serving.
                 tokio::time::sleep(Duration::from_millis(20)).await;
                 continue;
             }
         };
+        let _ = stream.set_nodelay(true);
         next_id += 1;
         let id = next_id;
-        let close = Arc::new(Notify::new());
-        if table.admit(id, close.clone()).is_err() {
-            tokio::spawn(refuse(stream));
+        let client = peer.ip();
+        let shutdown = Arc::new(Shutdown::default());
+        if let Err(e) = table.admit_for(id, shutdown.clone(), Some(client)) {
+            tokio::spawn(refuse(stream, e));
             continue;
         }
-        let (app, limits, table) = (app.clone(), limits.clone(), table.clone());
+        let slot = ConnectionSlot(Arc::new(SlotInner {
+            id,
+            table: table.clone(),
+            shutdown: shutdown.clone(),
+        }));
+        let (app, limits) = (app.clone(), limits.clone());
         tokio::spawn(async move {
             use hyper::service::Service as _;
             let inner = hyper_util::service::TowerToHyperService::new(app);
-            let seen = table.clone();
-            let service = hyper::service::service_fn(move |req| {
-                seen.touch(&id);
-                inner.call(req)
+            let held = slot.clone();
+            let service = hyper::service::service_fn(move |mut req: hyper::Request<_>| {
+                held.touch();
+                req.extensions_mut().insert(held.clone());
+                serve_as(client, inner.call(req))
             });
             let mut builder = hyper::server::conn::http1::Builder::new();
             builder
@@ -311,25 +554,126 @@ pub async fn serve_connections(
             tokio::pin!(conn);
             tokio::select! {
                 _ = conn.as_mut() => {}
-                _ = close.notified() => {
+                _ = shutdown.closed() => {
                     conn.as_mut().graceful_shutdown();
                     let _ = tokio::time::timeout(limits.drain_timeout, conn).await;
                 }
             }
-            table.remove(&id);
+            drop(slot);
         });
     }
 }
 
-/// Answers a connection beyond the limit with 503 and closes it (never waits on the client).
-#[cfg(feature = "server")]
-async fn refuse(mut stream: tokio::net::TcpStream) {
-    use tokio::io::AsyncWriteExt;
-    const BUSY: &[u8] = b"HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\n\
-        Content-Length: 39\r\nRetry-After: 1\r\nConnection: close\r\n\r\n\
-        {\"error\":\"too many connections, retry\"}";
-    let _ = tokio::time::timeout(Duration::from_secs(1), stream.write_all(BUSY)).await;
+/// Reads a request's body into one buffer before the routes see it: 413 at once for a declared
+/// `Content-Length` over the bound, 413 when the body grows past it, 408 when it has not all
+/// arrived within the body timeout. (Each chunk is copied as it arrives, so a body dripped a
+/// byte at a time costs its size, not a read buffer per byte.)
+async fn read_body(
+    axum::extract::State((max, timeout)): axum::extract::State<(usize, Duration)>,
+    request: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> axum::response::Response {
+    use axum::body::{Body, HttpBody as _};
+    use axum::http::StatusCode;
+    let refuse = |status: StatusCode, message: String| {
+        use axum::response::IntoResponse;
+        (
+            status,
+            [(axum::http::header::CONNECTION, "close")],
+            axum::Json(serde_json::json!({"error": message, "detail": message})),
+        )
+            .into_response()
+    };
+    let declared = request
+        .headers()
+        .get(axum::http::header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<u64>().ok());
+    if declared.is_some_and(|n| n > max as u64) {
+        return refuse(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            format!(
+                "request body of {} bytes is over the limit of {max}",
+                declared.unwrap_or(0)
+            ),
+        );
+    }
+    let (parts, mut body) = request.into_parts();
+    if body.is_end_stream() {
+        return next
+            .run(axum::extract::Request::from_parts(parts, body))
+            .await;
+    }
+    // Grown as bytes arrive, never to a declared length: a client pays for what it sends.
+    let mut buf: Vec<u8> = Vec::new();
+    let read = async {
+        while let Some(frame) =
+            std::future::poll_fn(|cx| std::pin::Pin::new(&mut body).poll_frame(cx)).await
+        {
+            let Ok(frame) = frame else {
+                return Err((
+                    StatusCode::BAD_REQUEST,
+                    "the request body broke off".to_owned(),
+                ));
+            };
+            if let Ok(data) = frame.into_data() {
+                if buf.len() + data.len() > max {
+                    return Err((
+                        StatusCode::PAYLOAD_TOO_LARGE,
+                        format!("request body is over the limit of {max} bytes"),
+                    ));
+                }
+                buf.extend_from_slice(&data);
+            }
+        }
+        Ok(())
+    };
+    match tokio::time::timeout(timeout, read).await {
+        Ok(Ok(())) => {}
+        Ok(Err((status, message))) => return refuse(status, message),
+        Err(_) => {
+            return refuse(
+                StatusCode::REQUEST_TIMEOUT,
+                format!(
+                    "request body not received within {} s",
+                    timeout.as_secs_f64()
+                ),
+            );
+        }
+    }
+    next.run(axum::extract::Request::from_parts(parts, Body::from(buf)))
+        .await
 }
+
+/// Answers a connection beyond the limit with 503 and closes it: the reply, then our end shut,
+/// then what the client sent is read and dropped (at most 64 KiB, at most 1 s) so that the close
+/// is a FIN the client reads the reply before, not a reset that discards it.
+async fn refuse(mut stream: tokio::net::TcpStream, why: SessionError) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let body = serde_json::json!({"error": why.to_string(), "detail": why.to_string()}).to_string();
+    let reply = format!(
+        "HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\n\
+         Content-Length: {}\r\nRetry-After: {RETRY_AFTER_S}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    );
+    let _ = tokio::time::timeout(Duration::from_secs(1), async {
+        stream.write_all(reply.as_bytes()).await?;
+        stream.shutdown().await?;
+        let mut sink = [0u8; 4096];
+        let mut left = 64 * 1024;
+        while left > 0 {
+            match stream.read(&mut sink).await? {
+                0 => break,
+                n => left -= n.min(left),
+            }
+        }
+        std::io::Result::Ok(())
+    })
+    .await;
+}
+
+/// Seconds a refused client is told to wait (`Retry-After`).
+pub const RETRY_AFTER_S: u64 = 1;
 
 /// Hands memory the allocator holds but no longer uses back to the system (glibc only; a
 /// no-op elsewhere), so a server's resident size falls after a burst of sessions ends.
@@ -341,15 +685,33 @@ pub fn release_freed_memory() {
     }
 }
 
-/// The body of a refusal beyond the cap: a JSON-RPC error (MCP clients read it as one; plain
-/// HTTP clients read `error.message`).
-pub fn refusal_body(live: usize) -> String {
+/// The body of a session refusal: a JSON-RPC error (MCP clients read it as one; plain HTTP
+/// clients read `error.message`).
+pub fn refusal_body(why: &SessionError) -> String {
     serde_json::json!({
         "jsonrpc": "2.0",
         "id": null,
-        "error": {"code": -32000, "message": SessionError::Full(live).to_string()},
+        "error": {"code": -32000, "message": why.to_string()},
     })
     .to_string()
+}
+
+/// A session refusal as every server answers it: HTTP 503 with `Retry-After` and
+/// [`refusal_body`].
+pub fn refusal_response(why: &SessionError) -> axum::response::Response {
+    use axum::response::IntoResponse;
+    (
+        axum::http::StatusCode::SERVICE_UNAVAILABLE,
+        [
+            (
+                axum::http::header::CONTENT_TYPE,
+                "application/json".to_owned(),
+            ),
+            (axum::http::header::RETRY_AFTER, RETRY_AFTER_S.to_string()),
+        ],
+        refusal_body(why),
+    )
+        .into_response()
 }
 
 #[cfg(test)]
@@ -361,7 +723,51 @@ mod tests {
             max_sessions: cap,
             idle_timeout: Duration::from_millis(idle_ms),
             max_lifetime: Duration::from_millis(life_ms),
+            max_per_client: Some(cap),
+            evict_idle_after: Duration::from_secs(3600),
         }
+    }
+
+    fn ip(last: u8) -> Option<IpAddr> {
+        Some(IpAddr::from([127, 0, 0, last]))
+    }
+
+    #[test]
+    fn a_client_holds_its_share_and_idle_sessions_make_room() {
+        let mut l = limits(4, 10_000, 10_000);
+        l.max_per_client = None;
+        l.evict_idle_after = Duration::from_millis(50);
+        let t: SessionTable<u32, u32> = SessionTable::new(l).unwrap();
+        assert_eq!(t.limits().per_client(), 2);
+        t.admit_for(1, 1, ip(2)).unwrap();
+        t.admit_for(2, 2, ip(2)).unwrap();
+        // The attacker's share is full and nothing is idle yet: refused; others get in.
+        assert_eq!(t.admit_for(3, 3, ip(2)), Err(SessionError::ClientFull(2)));
+        t.admit_for(4, 4, ip(3)).unwrap();
+        t.admit_for(5, 5, None).unwrap();
+        assert_eq!(t.held_by(IpAddr::from([127, 0, 0, 2])), 2);
+        assert_eq!(t.admit_for(6, 6, ip(4)), Err(SessionError::Full(4)));
+        std::thread::sleep(Duration::from_millis(60));
+        t.touch(&2);
+        t.touch(&4);
+        // Full: the idlest session (1, idle 60 ms) is evicted for the newcomer, and handed to
+        // the reaper to close.
+        t.admit_for(6, 6, ip(4)).unwrap();
+        assert_eq!(t.len(), 4);
+        assert_eq!(t.held_by(IpAddr::from([127, 0, 0, 2])), 1);
+        assert_eq!(t.take_expired(Instant::now()), vec![(1, 1)]);
+        assert_eq!(t.ended(), 1);
+        // A client over its share makes room from its own idle sessions only.
+        std::thread::sleep(Duration::from_millis(60));
+        t.touch(&5);
+        t.touch(&6);
+        t.admit_for(7, 7, ip(3)).unwrap(); // evicts 2, the idlest of all
+        t.admit_for(8, 8, ip(3)).unwrap(); // at its share: evicts its own idle 4
+        assert_eq!(t.admit_for(9, 9, ip(3)), Err(SessionError::Full(4)));
+        let mut evicted = t.take_expired(Instant::now());
+        evicted.sort();
+        assert_eq!(evicted, vec![(2, 2), (4, 4)]);
+        assert_eq!(t.held_by(IpAddr::from([127, 0, 0, 3])), 2);
     }
 
     #[test]
@@ -370,7 +776,7 @@ mod tests {
         t.admit(1, ()).unwrap();
         t.admit(2, ()).unwrap();
         assert_eq!(t.admit(3, ()), Err(SessionError::Full(2)));
-        assert!(t.is_full());
+        assert_eq!(t.refusal(), Some(SessionError::Full(2)));
         assert!(t.remove(&1));
         assert!(!t.remove(&1));
         t.admit(3, ()).unwrap();
@@ -396,8 +802,26 @@ mod tests {
         assert!(!t.touch(&2));
     }
 
+    #[tokio::test]
+    async fn a_shutdown_reaches_every_waiter_before_and_after_it_fires() {
+        let s = Arc::new(Shutdown::default());
+        let early = tokio::spawn({
+            let s = s.clone();
+            async move { s.closed().await }
+        });
+        tokio::task::yield_now().await;
+        s.close();
+        early.await.unwrap();
+        tokio::time::timeout(Duration::from_secs(1), s.closed())
+            .await
+            .unwrap();
+    }
+
     #[test]
     fn bad_limits_are_refused() {
+        let mut share = limits(4, 1, 1);
+        share.max_per_client = Some(5);
+        assert_eq!(share.validate(), Err(SessionError::BadPerClient(5, 4)));
         assert_eq!(
             SessionTable::<u32>::new(limits(0, 1, 1)).err(),
             Some(SessionError::BadCap(0))
@@ -418,7 +842,8 @@ mod tests {
 
     #[test]
     fn refusal_is_a_json_rpc_error() {
-        let v: serde_json::Value = serde_json::from_str(&refusal_body(7)).unwrap();
+        let v: serde_json::Value =
+            serde_json::from_str(&refusal_body(&SessionError::Full(7))).unwrap();
         assert_eq!(v["error"]["code"], -32000);
         assert!(v["error"]["message"].as_str().unwrap().contains("7 live"));
     }

@@ -126,6 +126,23 @@ pub(crate) struct SessionArgs {
     /// Seconds after which a session is closed, however busy.
     #[arg(long, default_value_t = 3600.0)]
     max_lifetime: f64,
+    /// Live sessions one client (peer address) may hold [default: half of --max-sessions].
+    #[arg(long)]
+    max_sessions_per_client: Option<usize>,
+    /// When every slot is taken, the session idle longest is closed for a newcomer if it has
+    /// been idle this many seconds.
+    #[arg(long, default_value_t = 60.0)]
+    evict_idle_after: f64,
+}
+
+/// The flag `--FLAG V` as a positive duration.
+pub(crate) fn seconds(flag: &str, v: f64) -> rulegym::Result<std::time::Duration> {
+    std::time::Duration::try_from_secs_f64(v)
+        .ok()
+        .filter(|d| !d.is_zero())
+        .ok_or_else(|| {
+            rulegym::Error::Config(format!("--{flag} {v} is not a positive number of seconds"))
+        })
 }
 
 impl SessionArgs {
@@ -140,6 +157,8 @@ impl SessionArgs {
             max_sessions: self.max_sessions,
             idle_timeout: secs("idle-timeout", self.idle_timeout)?,
             max_lifetime: secs("max-lifetime", self.max_lifetime)?,
+            max_per_client: self.max_sessions_per_client,
+            evict_idle_after: secs("evict-idle-after", self.evict_idle_after)?,
         };
         limits.validate()?;
         Ok(limits)

@@ -45,6 +45,31 @@ pub struct Args {
     /// Seconds one reset or tool call may run before it is answered with an error.
     #[arg(long, default_value_t = 120.0)]
     call_timeout: f64,
+    /// Seconds a request's body may take to arrive (408 beyond).
+    #[arg(long, default_value_t = 30.0)]
+    body_timeout: f64,
+    /// Seconds a reply may wait on a WebSocket client that does not read before the socket is
+    /// closed.
+    #[arg(long, default_value_t = 10.0)]
+    send_timeout: f64,
+    /// WebSockets attached to one session at once (`/ws?session_id=`).
+    #[arg(long, default_value_t = 4)]
+    max_attachments: usize,
+    /// A curriculum (JSON: `rulegym::curriculum::CurriculumConfig`, as `rulegym.Curriculum`
+    /// takes it): a reset that names no question draws a fresh one from it at its current
+    /// level, and the rewards of those episodes move the level (shown in `state` and
+    /// `/health`). Needs --dataset, whose questions stay reachable by id.
+    #[arg(long, requires = "dataset")]
+    curriculum: Option<PathBuf>,
+    /// Serve as an evaluation service: every reset gets the next question (task) in order, a
+    /// reset naming one (question_id, task_id, index, seed) is refused, and each client starts
+    /// at most --max-resets-per-client episodes, so rewards cannot be mined for answers.
+    #[arg(long)]
+    eval: bool,
+    /// Episodes one client (peer address) may start [default: unbounded; with --eval, the
+    /// number of questions served].
+    #[arg(long)]
+    max_resets_per_client: Option<u64>,
     /// Session bounds (WebSocket and HTTP sessions; the same cap bounds connections).
     #[command(flatten)]
     sessions: super::SessionArgs,
@@ -78,27 +103,34 @@ pub fn run(args: Args) -> Result<()> {
         }
         (None, None) => unreachable!("clap requires --dataset or --tasks"),
     };
-    let call_timeout = std::time::Duration::try_from_secs_f64(args.call_timeout)
-        .ok()
-        .filter(|d| !d.is_zero())
-        .ok_or_else(|| {
-            rulegym::Error::Config(format!(
-                "--call-timeout {} is not a positive number of seconds",
-                args.call_timeout
-            ))
-        })?;
-    if args.max_message_bytes == 0 {
+    if args.max_message_bytes == 0 || args.max_attachments == 0 {
         return Err(rulegym::Error::Config(
-            "--max-message-bytes must be positive".into(),
+            "--max-message-bytes and --max-attachments must be positive".into(),
         ));
+    }
+    let mut world = World::new(args.name.unwrap_or_else(|| name.to_owned()), worlds);
+    let mut max_resets = args.max_resets_per_client;
+    if args.eval {
+        max_resets = max_resets.or(Some(world.len() as u64));
+        world = world.dealt();
+    }
+    if let Some(path) = &args.curriculum {
+        let config: rulegym::curriculum::CurriculumConfig =
+            serde_json::from_slice(&rulegym::io::read(path)?).map_err(|e| {
+                rulegym::Error::Config(format!("--curriculum {}: {e}", path.display()))
+            })?;
+        world = world.with_curriculum(rulegym::curriculum::Curriculum::new(config)?)?;
     }
     let cfg = ServerConfig {
         sessions: args.sessions.limits()?,
         max_message_bytes: args.max_message_bytes,
-        call_timeout,
+        call_timeout: super::seconds("call-timeout", args.call_timeout)?,
+        body_timeout: super::seconds("body-timeout", args.body_timeout)?,
+        send_timeout: super::seconds("send-timeout", args.send_timeout)?,
+        max_attachments: args.max_attachments,
+        max_resets_per_client: max_resets,
         ..ServerConfig::default()
     };
-    let world = World::new(args.name.unwrap_or_else(|| name.to_owned()), worlds);
     let addr = format!("{}:{}", args.host, args.port);
     rulegym::openenv::serve_blocking(world, &addr, cfg, |local| {
         eprintln!("serving OpenEnv on http://{local} (WebSocket /ws, JSON-RPC /mcp, GET /health)");

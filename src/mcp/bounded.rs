@@ -3,7 +3,7 @@
 //! [`SessionTable`] (refused beyond the cap), its activity resets the idle clock, and the
 //! table's reaper closes idle and over-age sessions (which ends their episode and frees it).
 
-use crate::sessions::{SessionError, SessionLimits, SessionTable, refusal_body};
+use crate::sessions::{SessionError, SessionLimits, SessionTable, refusal_response};
 use futures_core::Stream;
 use rmcp::model::{ClientJsonRpcMessage, ServerJsonRpcMessage};
 use rmcp::transport::streamable_http_server::session::local::{
@@ -81,8 +81,8 @@ impl SessionManager for BoundedSessions {
     type Transport = <LocalSessionManager as SessionManager>::Transport;
 
     async fn create_session(&self) -> Result<(SessionId, Self::Transport), Self::Error> {
-        if self.table.is_full() {
-            return Err(SessionError::Full(self.table.len()).into());
+        if let Some(why) = self.table.refusal() {
+            return Err(why.into());
         }
         let (id, transport) = self.inner.create_session().await?;
         if let Err(e) = self.table.admit(id.clone(), ()) {
@@ -159,26 +159,18 @@ impl SessionManager for BoundedSessions {
     }
 }
 
-/// An axum middleware answering a new session's `initialize` with 503 and a JSON-RPC error
-/// when every slot is taken (rmcp would answer a refused session with a 500).
+/// An axum middleware answering a new session's `initialize` with 503, `Retry-After` and a
+/// JSON-RPC error when the client could not be admitted (rmcp would answer a refused session
+/// with a 500).
 pub async fn refuse_when_full(
     axum::extract::State(table): axum::extract::State<Arc<SessionTable<SessionId>>>,
     request: axum::extract::Request,
     next: axum::middleware::Next,
 ) -> axum::response::Response {
-    use axum::response::IntoResponse;
     let opens_session = request.method() == axum::http::Method::POST
         && !request.headers().contains_key("mcp-session-id");
-    if opens_session && table.is_full() {
-        return (
-            axum::http::StatusCode::SERVICE_UNAVAILABLE,
-            [
-                (axum::http::header::CONTENT_TYPE, "application/json"),
-                (axum::http::header::RETRY_AFTER, "1"),
-            ],
-            refusal_body(table.len()),
-        )
-            .into_response();
+    if opens_session && let Some(why) = table.refusal() {
+        return refusal_response(&why);
     }
     next.run(request).await
 }

@@ -68,12 +68,16 @@ pub fn serve_stdio(world: Arc<World>, episode: FixedEpisode) -> crate::Result<()
     })
 }
 
+/// Largest request body `rulegym mcp --transport http` reads, in bytes.
+pub const MAX_BODY_BYTES: usize = 1 << 20;
+
 /// Serves `episode` of `world` over streamable HTTP at `http://{listener address}/mcp`, one episode per MCP
 /// session, until the process is stopped. Requests must name a loopback host (`localhost`,
 /// `127.0.0.1`, `::1`) or one of `extra_hosts` in their `Host` header (rmcp's DNS-rebinding
-/// guard). Sessions are bounded by `limits` ([`crate::sessions`]): beyond the cap a new session
-/// is answered 503 with a JSON-RPC error; idle and over-age sessions are closed and their
-/// episodes freed; DELETE closes one at once. `ready` is called with the bound address (port 0
+/// guard). Sessions are bounded by `limits` ([`crate::sessions`]): beyond the cap, or a
+/// client's share of it, a new session is answered 503 with `Retry-After` and a JSON-RPC error;
+/// idle and over-age sessions are closed and their episodes freed; DELETE closes one at once.
+/// Connections are served by [`crate::sessions::serve_connections`] under the same limits. `ready` is called with the bound address (port 0
 /// picks a free port).
 pub fn serve_http(
     world: Arc<World>,
@@ -84,7 +88,7 @@ pub fn serve_http(
     ready: impl FnOnce(std::net::SocketAddr),
 ) -> crate::Result<()> {
     use rmcp::transport::{StreamableHttpServerConfig, StreamableHttpService};
-    let sessions = BoundedSessions::new(limits)?;
+    let sessions = BoundedSessions::new(limits.clone())?;
     runtime()?.block_on(async move {
         let listener = tokio::net::TcpListener::bind(addr)
             .await
@@ -112,8 +116,14 @@ pub fn serve_http(
             axum::middleware::from_fn_with_state(table, bounded::refuse_when_full),
         );
         ready(local);
-        axum::serve(listener, router)
-            .await
-            .map_err(|e| transport_err(format!("serve http://{local}/mcp"), e))
+        let connections = crate::sessions::ConnectionLimits {
+            sessions: limits,
+            header_timeout: std::time::Duration::from_secs(10),
+            max_body_bytes: MAX_BODY_BYTES,
+            body_timeout: std::time::Duration::from_secs(30),
+            drain_timeout: std::time::Duration::from_secs(5),
+        };
+        crate::sessions::serve_connections(listener, router, connections).await?;
+        Ok(())
     })
 }

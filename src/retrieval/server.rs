@@ -26,7 +26,6 @@ use super::index_file::SearchIndex;
 use super::topk::Hit;
 use crate::sessions::SessionLimits;
 use axum::Router;
-use axum::body::Body;
 use axum::extract::State;
 use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
@@ -174,9 +173,11 @@ pub fn router(index: Arc<SearchIndex>, cfg: ServerConfig) -> Result<Router, Retr
         cfg,
         jobs: tx,
     });
+    let max_body = state.cfg.max_body_bytes;
     Ok(Router::new()
         .route("/retrieve", post(retrieve))
         .route("/health", get(health))
+        .layer(axum::extract::DefaultBodyLimit::max(max_body))
         .with_state(state))
 }
 
@@ -189,6 +190,8 @@ pub async fn serve(
     let limits = crate::sessions::ConnectionLimits {
         sessions: cfg.sessions.clone(),
         header_timeout: cfg.header_timeout,
+        max_body_bytes: cfg.max_body_bytes,
+        body_timeout: cfg.body_timeout,
         drain_timeout: cfg.body_timeout,
     };
     let app = router(index, cfg)?;
@@ -281,40 +284,10 @@ struct Scored<'a> {
     score: f32,
 }
 
-async fn retrieve(
-    State(st): State<Arc<AppState>>,
-    headers: axum::http::HeaderMap,
-    body: Body,
-) -> Response {
-    let announced = headers
-        .get(header::CONTENT_LENGTH)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.parse::<u64>().ok());
-    if announced.is_some_and(|n| n > st.cfg.max_body_bytes as u64) {
-        return error(
-            StatusCode::PAYLOAD_TOO_LARGE,
-            format!("request body over {} bytes", st.cfg.max_body_bytes),
-        );
-    }
-    let read = axum::body::to_bytes(body, st.cfg.max_body_bytes);
-    let body = match tokio::time::timeout(st.cfg.body_timeout, read).await {
-        Ok(Ok(bytes)) => bytes,
-        Ok(Err(_)) => {
-            return error(
-                StatusCode::PAYLOAD_TOO_LARGE,
-                format!(
-                    "request body over {} bytes (or cut off)",
-                    st.cfg.max_body_bytes
-                ),
-            );
-        }
-        Err(_) => {
-            return error(
-                StatusCode::REQUEST_TIMEOUT,
-                format!("request body not received within {:?}", st.cfg.body_timeout),
-            );
-        }
-    };
+/// `POST /retrieve`. The body arrives read and bounded by the connection layer
+/// ([`crate::sessions::serve_connections`]: 413 over `max_body_bytes`, 408 past
+/// `body_timeout`).
+async fn retrieve(State(st): State<Arc<AppState>>, body: axum::body::Bytes) -> Response {
     let req = match parse(&body, &st) {
         Ok(r) => r,
         Err(msg) => return bad_request(msg),

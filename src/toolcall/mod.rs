@@ -57,6 +57,8 @@ pub mod limits {
     pub const MAX_TEXT_CHARS: usize = 4096;
     /// Largest arguments object of a task tool call, in bytes of JSON.
     pub const MAX_ARGS_BYTES: usize = 64 * 1024;
+    /// Longest client-chosen episode id a server keeps with a session, in bytes.
+    pub const MAX_EPISODE_ID_BYTES: usize = 256;
 }
 
 /// A tool as a session lists it.

@@ -2,6 +2,7 @@
 //! file of tool-use tasks; how a session's task is picked; and the task listing over them.
 
 use super::ToolSession;
+use crate::curriculum::Curriculum;
 use crate::question::Question;
 use crate::retrieval::Document;
 use crate::retrieval::SearchIndex;
@@ -41,6 +42,15 @@ pub enum WorldError {
     /// The world holds several tasks and the request picks none.
     #[error("the task file holds {0} tasks; name one by id")]
     AmbiguousTask(usize),
+    /// A reset named a task of a world that only deals them.
+    #[error(
+        "this server deals its tasks in order (an evaluation service): a reset may name a split, \
+         not a question_id, task_id, index or seed"
+    )]
+    Dealt,
+    /// A curriculum given to a world of tool-use tasks.
+    #[error("a curriculum draws search questions; this world serves tool-use tasks")]
+    NoCurriculum,
     /// A browsing session asked of a world of tasks.
     #[error("a world of tool-use tasks has no browsing session")]
     NoBrowsing,
@@ -94,6 +104,18 @@ pub struct World {
     pub name: String,
     kind: WorldKind,
     next: AtomicU64,
+    /// Tasks are dealt in order only: a reset may not choose one ([`World::dealt`]).
+    dealt: bool,
+    /// Where a reset that names no question draws from ([`World::with_curriculum`]).
+    curriculum: Option<std::sync::Mutex<Curriculum>>,
+}
+
+/// A session a [`World`] started, and whether its reward goes to the world's curriculum.
+pub struct Started {
+    /// The session.
+    pub session: ToolSession,
+    /// Drawn from the curriculum: report its reward once it ends ([`World::report`]).
+    pub drawn: bool,
 }
 
 /// Which episode to start (OpenEnv's `reset(seed, episode_id, **kwargs)`); unknown keys are
@@ -120,6 +142,12 @@ pub struct ResetRequest {
     /// The position within the split (as in the task listing).
     #[serde(default)]
     pub index: Option<usize>,
+}
+
+/// The curriculum under its lock (a panic while holding it leaves a consistent state: every
+/// update is whole).
+fn lock_curriculum(c: &std::sync::Mutex<Curriculum>) -> std::sync::MutexGuard<'_, Curriculum> {
+    c.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 /// The one split of a task file.
@@ -161,14 +189,19 @@ impl SearchWorld {
     }
 
     fn session(&self, q: &Question) -> crate::Result<ToolSession> {
+        self.session_over(q, &self.index)
+    }
+
+    /// A scored session of `q` over `index` (its own universe's articles: a curriculum draw).
+    fn session_over(&self, q: &Question, index: &Arc<SearchIndex>) -> crate::Result<ToolSession> {
         let task = SearchTask {
             question: q.question.clone(),
             answers: q.answers.clone(),
             gold_docs: Vec::new(),
         };
-        let env = SearchEnv::new(self.index.clone(), self.config.clone(), task)?;
-        let session = SearchSession::new(env, self.index.clone(), q.clone())?;
-        Ok(ToolSession::search(session, self.index.clone()))
+        let env = SearchEnv::new(index.clone(), self.config.clone(), task)?;
+        let session = SearchSession::new(env, index.clone(), q.clone())?;
+        Ok(ToolSession::search(session, index.clone()))
     }
 }
 
@@ -255,7 +288,72 @@ impl World {
             name: name.into(),
             kind,
             next: AtomicU64::new(0),
+            dealt: false,
+            curriculum: None,
         }
+    }
+
+    /// The same world with a curriculum: a reset that names no question (no `question_id`,
+    /// `index` or `seed`) plays a fresh question drawn from it at its current level, in the
+    /// environment of the world's dataset (its turn cap and passages per search); the rewards
+    /// reported back ([`World::report`]) move its level. Only a search world takes one.
+    pub fn with_curriculum(mut self, curriculum: Curriculum) -> Result<Self, WorldError> {
+        if !matches!(self.kind, WorldKind::Search(_)) {
+            return Err(WorldError::NoCurriculum);
+        }
+        self.curriculum = Some(std::sync::Mutex::new(curriculum));
+        Ok(self)
+    }
+
+    /// Starts the episode `req` asks for, as [`World::session`], saying whether it was drawn
+    /// from the curriculum.
+    pub fn start_episode(&self, req: &ResetRequest) -> crate::Result<Started> {
+        let named = req.question_id.is_some()
+            || req.task_id.is_some()
+            || req.index.is_some()
+            || req.seed.is_some();
+        match (&self.curriculum, &self.kind) {
+            (Some(c), WorldKind::Search(w)) if !named => {
+                let draw = lock_curriculum(c).draw()?;
+                Ok(Started {
+                    session: w.session_over(&draw.question, &draw.index)?,
+                    drawn: true,
+                })
+            }
+            _ => Ok(Started {
+                session: self.session(req)?,
+                drawn: false,
+            }),
+        }
+    }
+
+    /// Reports the reward of an ended episode drawn from the curriculum; returns the level
+    /// after it (`None` without a curriculum).
+    pub fn report(&self, reward: f64) -> crate::Result<Option<usize>> {
+        match &self.curriculum {
+            Some(c) => Ok(Some(lock_curriculum(c).report(reward)?)),
+            None => Ok(None),
+        }
+    }
+
+    /// The curriculum's state (level, draws, reports, window), if the world has one.
+    pub fn curriculum_state(&self) -> Option<crate::curriculum::CurriculumState> {
+        self.curriculum
+            .as_ref()
+            .map(|c| lock_curriculum(c).state().clone())
+    }
+
+    /// The same world serving as an evaluation service: every reset gets the next task of its
+    /// split in order, and one that names a task (by id, index or seed) is refused, so a client
+    /// cannot reset to one question over and over and read its answer off the rewards.
+    pub fn dealt(mut self) -> Self {
+        self.dealt = true;
+        self
+    }
+
+    /// True when tasks are only dealt ([`World::dealt`]).
+    pub fn is_dealt(&self) -> bool {
+        self.dealt
     }
 
     /// What it holds.
@@ -415,6 +513,13 @@ impl World {
     fn pick(&self, req: &ResetRequest) -> Result<usize, WorldError> {
         if self.is_empty() {
             return Err(WorldError::Empty("the dataset has no questions"));
+        }
+        let chosen = req.question_id.is_some()
+            || req.task_id.is_some()
+            || req.index.is_some()
+            || req.seed.is_some();
+        if self.dealt && chosen {
+            return Err(WorldError::Dealt);
         }
         let by_id = |id: &str| -> Result<usize, WorldError> {
             let found = match &self.kind {

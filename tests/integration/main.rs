@@ -8,6 +8,7 @@ pub fn repo() -> &'static std::path::Path {
 }
 
 mod architecture;
+mod attacks;
 mod batch;
 mod cli;
 mod dataset_load;

@@ -171,8 +171,11 @@ fn bounds_hold_under_valid_malformed_oversized_and_slow_clients() {
     let index =
         Arc::new(SearchIndex::build(docs, &"builtin".parse().unwrap(), IndexKind::Flat).unwrap());
     let cfg = ServerConfig {
+        // Every client here is 127.0.0.1, so its share is the whole cap (attacks.rs tries
+        // clients apart).
         sessions: rulegym::sessions::SessionLimits {
             max_sessions: 400,
+            max_per_client: Some(400),
             ..Default::default()
         },
         header_timeout: Duration::from_millis(800),

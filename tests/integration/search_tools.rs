@@ -123,6 +123,7 @@ fn demonstrations_replay_to_reward_one_in_the_environment_they_teach() {
         );
     }
     let mut openings = std::collections::BTreeSet::new();
+    let mut quoted = 0;
     for demo in &demos {
         let q = by_id[demo.id.as_str()];
         assert_eq!(demo.reward, 1.0);
@@ -150,6 +151,47 @@ fn demonstrations_replay_to_reward_one_in_the_environment_they_teach() {
             .collect();
         assert_eq!(calls.last(), Some(&"answer"));
         assert_eq!(m.last().unwrap()["role"], "assistant");
+        // Every quoted line is a sentence of something already read, and names what the call
+        // goes to (the person read next, or an answer).
+        for (i, x) in m
+            .iter()
+            .enumerate()
+            .filter(|(_, x)| x["role"] == "assistant")
+        {
+            let content = x["content"].as_str().unwrap();
+            let Some(call) = x["tool_calls"].get(0) else {
+                continue;
+            };
+            let argument = call["function"]["arguments"]
+                .as_object()
+                .unwrap()
+                .values()
+                .next()
+                .unwrap()
+                .as_str()
+                .unwrap();
+            let read: Vec<&str> = m[..i]
+                .iter()
+                .filter(|y| y["role"] == "tool")
+                .flat_map(|y| y["content"].as_str().unwrap().lines())
+                .map(str::trim)
+                .collect();
+            for quote in content.split('"').skip(1).step_by(2) {
+                if call["function"]["name"] == "search" {
+                    continue;
+                }
+                let lines: Vec<&str> = quote.split_inclusive(". ").map(str::trim).collect();
+                for line in &lines {
+                    assert!(read.contains(line), "{}: {line:?} was not read", demo.id);
+                }
+                quoted += 1;
+                let named = match call["function"]["name"].as_str().unwrap() {
+                    "answer" => q.answers.iter().any(|a| quote.contains(a.as_str())),
+                    _ => quote.contains(argument),
+                };
+                assert!(named, "{}: {quote:?} does not name {argument:?}", demo.id);
+            }
+        }
         openings.insert(
             m[2]["content"]
                 .as_str()
@@ -161,6 +203,12 @@ fn demonstrations_replay_to_reward_one_in_the_environment_they_teach() {
         );
     }
     assert!(openings.len() >= 3, "phrasings vary: {openings:?}");
+    // Most steps rest on a quoted line (all but the opening read, counts and comparisons).
+    assert!(
+        quoted >= demos.len(),
+        "{quoted} quotes in {} demos",
+        demos.len()
+    );
     // Deterministic, and the per-family cap holds.
     let again = demonstration(&d.universe, &d.index, &options, by_id[demos[0].id.as_str()])
         .unwrap()
@@ -263,4 +311,65 @@ fn curriculum_draws_play_in_the_tool_session_and_follow_the_rewards() {
         }
     }
     assert_eq!(levels, [0, 0, 1, 1, 1, 0, 0, 0]);
+}
+
+#[test]
+fn openenv_serves_the_curriculum_to_resets_that_name_no_question() {
+    use super::attacks::{CLIENT, Server, dataset, health, ws_call, ws_open};
+    let mut config = CurriculumConfig::default();
+    config.ladder = vec![Level::hops(1, 1), Level::hops(2, 3)];
+    config.window = 2;
+    config.questions_per_universe = 4;
+    config.per_cell = 4;
+    // The server's draws are the library's: the same config draws the same questions.
+    let mut mirror = Curriculum::new(config.clone()).unwrap();
+    let dir = dataset();
+    let file = dir.path().join("curriculum.json");
+    std::fs::write(&file, serde_json::to_string(&config).unwrap()).unwrap();
+    let server = Server::openenv(
+        &dir.path().join("data"),
+        &["--curriculum", file.to_str().unwrap()],
+    );
+    let mut ws = ws_open(CLIENT, server.addr, "/ws", None).unwrap();
+    let mut levels = Vec::new();
+    for _ in 0..3 {
+        let draw = mirror.draw().unwrap();
+        let r = ws_call(&mut ws, json!({"type": "reset", "data": {}}));
+        assert_eq!(r["type"], "observation", "{r}");
+        let state = ws_call(&mut ws, json!({"type": "state"}));
+        assert_eq!(
+            state["data"]["question_id"],
+            json!(draw.question.id),
+            "{state}"
+        );
+        assert_eq!(state["data"]["curriculum_level"], json!(draw.level));
+        let answer = draw.question.answers.join(", ");
+        let r = ws_call(
+            &mut ws,
+            json!({"type": "step", "data": {"type": "call_tool", "tool_name": "answer",
+                   "arguments": {"answer": answer}}}),
+        );
+        assert_eq!(r["data"]["reward"], 1.0, "{r}");
+        assert_eq!(r["data"]["done"], true);
+        levels.push(mirror.report(1.0).unwrap());
+    }
+    // Two rewards of 1 fill the window: the level goes up, as the library's does.
+    assert_eq!(levels, [0, 1, 1]);
+    let h = health(server.addr);
+    assert_eq!(
+        h["curriculum"],
+        json!({"level": 1, "draws": 3, "reports": 3}),
+        "{h}"
+    );
+    // A reset that names a question still plays the dataset's.
+    let r = ws_call(&mut ws, json!({"type": "reset", "data": {"index": 0}}));
+    assert_eq!(r["type"], "observation", "{r}");
+    let state = ws_call(&mut ws, json!({"type": "state"}));
+    assert!(
+        state["data"]["question_id"]
+            .as_str()
+            .unwrap()
+            .starts_with("base-"),
+        "{state}"
+    );
 }

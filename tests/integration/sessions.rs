@@ -168,7 +168,19 @@ fn abandoned_mcp_sessions_are_capped_and_reclaimed() {
     generate_small(&data);
     let cap = 1024usize;
     let idle = Duration::from_secs(6);
-    let server = Server::start(&data, &["--idle-timeout", "6", "--max-lifetime", "600"]);
+    // One client floods and calls (all from 127.0.0.1), so its share is the whole cap here;
+    // `attacks.rs` tries the per-client share.
+    let server = Server::start(
+        &data,
+        &[
+            "--idle-timeout",
+            "6",
+            "--max-lifetime",
+            "600",
+            "--max-sessions-per-client",
+            "1024",
+        ],
+    );
     let addr = server.addr;
 
     // The baseline is a server that has already held the cap's worth of sessions once (opened,
@@ -351,6 +363,7 @@ fn idle_and_old_connections_of_serve_are_closed() {
             max_sessions: 8,
             idle_timeout: Duration::from_millis(400),
             max_lifetime: Duration::from_secs(2),
+            ..Default::default()
         },
         ..ServerConfig::default()
     };

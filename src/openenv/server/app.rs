@@ -11,12 +11,67 @@ use std::hash::BuildHasher;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
+/// Episodes each client may start (an evaluation service's bound; `None`: unbounded).
+pub(super) struct ResetBudget {
+    max: Option<u64>,
+    used: std::sync::Mutex<std::collections::HashMap<std::net::IpAddr, u64>>,
+}
+
+/// Distinct clients a [`ResetBudget`] keeps count of; a new client beyond is refused.
+const MAX_COUNTED_CLIENTS: usize = 1 << 16;
+
+impl ResetBudget {
+    pub(super) fn new(max: Option<u64>) -> Arc<Self> {
+        Arc::new(ResetBudget {
+            max,
+            used: Default::default(),
+        })
+    }
+
+    /// Counts one episode start of `client`, or refuses it past the budget ([`Self::refund`]
+    /// gives it back if the episode then does not start).
+    fn charge(&self, client: Option<std::net::IpAddr>) -> Result<(), Failure> {
+        let (Some(max), Some(client)) = (self.max, client) else {
+            return Ok(());
+        };
+        let mut used = super::session::lock(&self.used);
+        if used.len() >= MAX_COUNTED_CLIENTS && !used.contains_key(&client) {
+            return Err(Failure::new(
+                "CAPACITY_REACHED",
+                "too many clients for this evaluation service",
+            ));
+        }
+        let n = used.entry(client).or_default();
+        if *n >= max {
+            return Err(Failure::new(
+                "CAPACITY_REACHED",
+                format!("this client has started {max} episodes, its limit on this server"),
+            ));
+        }
+        *n += 1;
+        Ok(())
+    }
+
+    /// Gives back a charge whose episode did not start (a refused or failed reset).
+    fn refund(&self, client: Option<std::net::IpAddr>) {
+        if let (Some(_), Some(client)) = (self.max, client)
+            && let Some(n) = super::session::lock(&self.used).get_mut(&client)
+        {
+            *n = n.saturating_sub(1);
+        }
+    }
+}
+
 pub(super) struct App {
     pub(super) world: Arc<World>,
     pub(super) sessions: Arc<SessionTable<String, Arc<Session>>>,
     pub(super) cfg: ServerConfig,
     pub(super) next: AtomicU64,
     pub(super) ids: std::hash::RandomState,
+    /// WebSockets open now.
+    pub(super) sockets: std::sync::atomic::AtomicUsize,
+    /// Episode starts per client.
+    pub(super) resets: Arc<ResetBudget>,
 }
 
 /// A failure answered to the client: an error frame (WebSocket) or status (HTTP).
@@ -79,14 +134,30 @@ impl App {
                 ),
             )
         })?;
-        let world = self.world.clone();
+        if let Some(id) = &req.episode_id
+            && id.len() > crate::toolcall::limits::MAX_EPISODE_ID_BYTES
+        {
+            return Err(Failure::new(
+                "VALIDATION_ERROR",
+                format!(
+                    "episode_id of {} bytes is over the limit of {}",
+                    id.len(),
+                    crate::toolcall::limits::MAX_EPISODE_ID_BYTES
+                ),
+            ));
+        }
+        let client = crate::sessions::current_client();
+        self.resets.charge(client)?;
+        let (world, resets) = (self.world.clone(), self.resets.clone());
         let s = session.clone();
         self.blocking(move || {
-            let episode = world
-                .session(&req)
-                .map_err(|e| Failure::new("EXECUTION_ERROR", e.to_string()))?;
-            let opening = episode.opening();
-            *lock(&s.episode) = Some(episode);
+            let started = world.start_episode(&req).map_err(|e| {
+                resets.refund(client);
+                Failure::new("EXECUTION_ERROR", e.to_string())
+            })?;
+            let opening = started.session.opening();
+            s.drawn.store(started.drawn, Ordering::Relaxed);
+            *lock(&s.episode) = Some(started.session);
             *lock(&s.episode_id) = req.episode_id;
             s.steps.store(0, Ordering::Relaxed);
             Ok(payload(opening, None, false))
@@ -100,17 +171,21 @@ impl App {
         let action = Action::parse(&data)?;
         let world = self.world.clone();
         let s = session.clone();
+        let (resets, client) = (self.resets.clone(), crate::sessions::current_client());
         self.blocking(move || {
             let mut ep = lock(&s.episode);
             if ep.is_none() {
-                let fresh = world
-                    .session(&ResetRequest::default())
-                    .map_err(|e| Failure::new("EXECUTION_ERROR", e.to_string()))?;
-                *ep = Some(fresh);
+                resets.charge(client)?;
+                let fresh = world.start_episode(&ResetRequest::default()).map_err(|e| {
+                    resets.refund(client);
+                    Failure::new("EXECUTION_ERROR", e.to_string())
+                })?;
+                s.drawn.store(fresh.drawn, Ordering::Relaxed);
+                *ep = Some(fresh.session);
             }
             let episode = ep.as_mut().expect("set above");
             s.steps.fetch_add(1, Ordering::Relaxed);
-            Ok(match action {
+            let reply = match action {
                 Action::ListTools => payload(
                     json!({"tools": episode.tools(), "metadata": {}}),
                     Some(episode.reward()),
@@ -120,7 +195,14 @@ impl App {
                     let outcome = episode.call(&name, &arguments);
                     call_payload(&name, outcome, episode)
                 }
-            })
+            };
+            // A curriculum question's reward goes back to the curriculum once, when it ends.
+            if episode.done() && s.drawn.swap(false, Ordering::Relaxed) {
+                world
+                    .report(episode.reward())
+                    .map_err(|e| Failure::new("EXECUTION_ERROR", e.to_string()))?;
+            }
+            Ok(reply)
         })
         .await
     }
@@ -134,6 +216,9 @@ impl App {
         );
         if let Some(ep) = lock(&session.episode).as_ref() {
             m.extend(ep.state());
+        }
+        if let Some(c) = self.world.curriculum_state() {
+            m.insert("curriculum_level".into(), json!(c.level));
         }
         Value::Object(m)
     }

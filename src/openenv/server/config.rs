@@ -13,6 +13,17 @@ pub struct ServerConfig {
     pub max_message_bytes: usize,
     /// Time for a request's headers to arrive.
     pub header_timeout: Duration,
+    /// Time for a request's body to arrive (408 beyond).
+    pub body_timeout: Duration,
+    /// Time a reply may take to reach a WebSocket client that does not read (the socket is
+    /// closed beyond it).
+    pub send_timeout: Duration,
+    /// WebSockets attached to one session at once (`/ws?session_id=`).
+    pub max_attachments: usize,
+    /// Episodes one client (peer address) may start (`None`: unbounded): with a world that
+    /// deals its tasks ([`crate::toolcall::World::dealt`]), an evaluation service whose
+    /// rewards cannot be mined for answers.
+    pub max_resets_per_client: Option<u64>,
     /// Longest one reset or tool call may run (a simulator LLM call, the rubric); beyond it
     /// the call answers an error and the session stays usable.
     pub call_timeout: Duration,
@@ -24,6 +35,10 @@ impl Default for ServerConfig {
             sessions: SessionLimits::default(),
             max_message_bytes: 1 << 20,
             header_timeout: Duration::from_secs(10),
+            body_timeout: Duration::from_secs(30),
+            send_timeout: Duration::from_secs(10),
+            max_attachments: 4,
+            max_resets_per_client: None,
             call_timeout: Duration::from_secs(120),
         }
     }

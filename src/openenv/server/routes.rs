@@ -29,11 +29,13 @@ pub fn router(world: Arc<World>, cfg: ServerConfig) -> crate::Result<Router> {
         cfg: cfg.clone(),
         next: AtomicU64::new(1),
         ids: std::hash::RandomState::new(),
+        sockets: std::sync::atomic::AtomicUsize::new(0),
+        resets: super::app::ResetBudget::new(cfg.max_resets_per_client),
     });
     // Closes idle and over-age sessions (their sockets end; their episodes are dropped). The
     // task holds the table weakly and ends with it.
     app.sessions
-        .spawn_reaper(|_, s: Arc<Session>| async move { s.close.notify_one() });
+        .spawn_reaper(|_, s: Arc<Session>| async move { s.close.close() });
     Ok(Router::new()
         .route("/health", get(health))
         .route("/metadata", get(metadata))
@@ -63,6 +65,8 @@ pub async fn serve(
     let limits = ConnectionLimits {
         sessions: cfg.sessions.clone(),
         header_timeout: cfg.header_timeout,
+        max_body_bytes: cfg.max_message_bytes,
+        body_timeout: cfg.body_timeout,
         drain_timeout: Duration::from_secs(5),
     };
     let app = router(world, cfg)?;
@@ -83,13 +87,19 @@ fn failure_response(f: Failure) -> Response {
     http_error(status, f.message)
 }
 
-/// `{"status": "healthy"}` (OpenEnv's), with the live and ended session counts.
+/// `{"status": "healthy"}` (OpenEnv's), with the live and ended session counts, the
+/// WebSockets attached to them and the curriculum's level, draws and reports (if served).
 async fn health(State(app): State<Arc<App>>) -> Json<Value> {
-    Json(json!({
+    let mut health = json!({
         "status": "healthy",
         "sessions": app.sessions.len(),
         "sessions_ended": app.sessions.ended(),
-    }))
+        "websockets": app.sockets.load(std::sync::atomic::Ordering::Relaxed),
+    });
+    if let Some(c) = app.world.curriculum_state() {
+        health["curriculum"] = json!({"level": c.level, "draws": c.draws, "reports": c.reports});
+    }
+    Json(health)
 }
 
 async fn metadata(State(app): State<Arc<App>>) -> Json<Value> {

@@ -2,8 +2,10 @@
 
 use super::app::App;
 use super::session::Session;
+use crate::sessions::refusal_response;
 use axum::Json;
 use axum::extract::State;
+use axum::response::{IntoResponse, Response};
 use serde_json::{Map, Value, json};
 use std::sync::Arc;
 
@@ -15,12 +17,21 @@ fn rpc_err(id: &Value, code: i64, message: impl Into<String>) -> Value {
     json!({"jsonrpc": "2.0", "error": {"code": code, "message": message.into()}, "id": id})
 }
 
-pub(super) async fn http_mcp(State(app): State<Arc<App>>, body: axum::body::Bytes) -> Json<Value> {
+pub(super) async fn http_mcp(State(app): State<Arc<App>>, body: axum::body::Bytes) -> Response {
     let request: Value = match serde_json::from_slice(&body) {
         Ok(v) => v,
-        Err(e) => return Json(rpc_err(&Value::Null, -32700, format!("parse error: {e}"))),
+        Err(e) => {
+            return Json(rpc_err(&Value::Null, -32700, format!("parse error: {e}")))
+                .into_response();
+        }
     };
-    Json(rpc(&app, request, None).await)
+    // A refused session is answered as every server refuses one: 503 with Retry-After.
+    if request.get("method").and_then(Value::as_str) == Some("openenv/session/create")
+        && let Some(why) = app.sessions.refusal()
+    {
+        return refusal_response(&why);
+    }
+    Json(rpc(&app, request, None).await).into_response()
 }
 
 /// Answers one JSON-RPC request of OpenEnv's `/mcp` (HTTP) or a WebSocket `mcp` message
@@ -63,7 +74,7 @@ pub(super) async fn rpc(app: &Arc<App>, request: Value, bound: Option<&Arc<Sessi
                 let session = app.sessions.get(&sid);
                 let closed = app.sessions.remove(&sid);
                 if let Some(s) = session {
-                    s.close.notify_one();
+                    s.close.close();
                 }
                 rpc_ok(&id, json!({"session_id": sid, "closed": closed}))
             }

@@ -1,16 +1,20 @@
-//! One client's session: its episode, step count and close signal.
+//! One client's session: its episode, step count, attached WebSockets and close signal.
 
+use crate::sessions::Shutdown;
 use crate::toolcall::ToolSession;
-use std::sync::atomic::AtomicU64;
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
-use tokio::sync::Notify;
 
-/// One client's episode, and the signal that closes its WebSocket.
+/// One client's episode, and the signal that closes every WebSocket attached to it.
 pub(super) struct Session {
     pub(super) episode: Mutex<Option<ToolSession>>,
     pub(super) episode_id: Mutex<Option<String>>,
     pub(super) steps: AtomicU64,
-    pub(super) close: Notify,
+    /// WebSockets attached now.
+    attached: AtomicUsize,
+    /// The episode was drawn from the world's curriculum and its reward is not reported yet.
+    pub(super) drawn: AtomicBool,
+    pub(super) close: Shutdown,
 }
 
 impl Session {
@@ -19,8 +23,26 @@ impl Session {
             episode: Mutex::new(None),
             episode_id: Mutex::new(None),
             steps: AtomicU64::new(0),
-            close: Notify::new(),
+            attached: AtomicUsize::new(0),
+            drawn: AtomicBool::new(false),
+            close: Shutdown::default(),
         })
+    }
+
+    /// Attaches one more WebSocket, unless `max` are attached or the session has closed.
+    pub(super) fn attach(&self, max: usize) -> bool {
+        !self.close.is_closed()
+            && self
+                .attached
+                .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| {
+                    (n < max).then_some(n + 1)
+                })
+                .is_ok()
+    }
+
+    /// Detaches a WebSocket; true when it was the last one.
+    pub(super) fn detach(&self) -> bool {
+        self.attached.fetch_sub(1, Ordering::SeqCst) == 1
     }
 }
 

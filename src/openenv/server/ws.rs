@@ -4,23 +4,35 @@ use super::app::{App, Failure};
 use super::routes::http_error;
 use super::rpc::rpc;
 use super::session::Session;
+use crate::sessions::{ConnectionSlot, current_client, serve_as};
 use axum::extract::ws::{Message, WebSocket, WebSocketUpgrade};
-use axum::extract::{Query, State};
+use axum::extract::{Extension, Query, State};
 use axum::http::StatusCode;
 use axum::response::Response;
 use serde_json::{Value, json};
 use std::collections::HashMap;
 use std::sync::Arc;
+use std::sync::atomic::Ordering;
 
 pub(super) async fn ws(
     State(app): State<Arc<App>>,
     Query(query): Query<HashMap<String, String>>,
+    slot: Option<Extension<ConnectionSlot>>,
     upgrade: WebSocketUpgrade,
 ) -> Response {
     // Attach to an HTTP-created session (MCPToolClient), or open one for this socket.
     let session = match query.get("session_id") {
         Some(sid) => match app.sessions.get(sid) {
-            Some(s) => (sid.clone(), s),
+            Some(s) if s.attach(app.cfg.max_attachments) => (sid.clone(), s),
+            Some(_) => {
+                return http_error(
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    format!(
+                        "session {sid:?} has {} WebSockets attached, the limit (or has closed)",
+                        app.cfg.max_attachments
+                    ),
+                );
+            }
             None => {
                 return http_error(StatusCode::NOT_FOUND, format!("unknown session_id {sid:?}"));
             }
@@ -38,27 +50,54 @@ pub(super) async fn ws(
                     let _ = socket.send(Message::Close(None)).await;
                 });
             }
+            s.attach(1);
             (sid, s)
         }
     };
     let max = app.cfg.max_message_bytes;
+    let slot = slot.map(|Extension(s)| s);
+    // The socket runs in a task of its own: it keeps serving this request's client.
+    let client = current_client();
     upgrade
         .max_message_size(max)
         .max_frame_size(max)
-        .on_upgrade(move |socket| run_socket(app, socket, session))
+        .on_upgrade(move |socket| async move {
+            let run = run_socket(app, socket, session, slot);
+            match client {
+                Some(c) => serve_as(c, run).await,
+                None => run.await,
+            }
+        })
 }
 
 fn error_frame(f: Failure) -> Value {
     json!({"type": "error", "data": {"message": f.message, "code": f.code}})
 }
 
+/// Waits until the connection's slot is closed by the reaper (never without a slot).
+async fn slot_closed(slot: &Option<ConnectionSlot>) {
+    match slot {
+        Some(s) => s.closed().await,
+        None => std::future::pending().await,
+    }
+}
+
 /// One WebSocket: messages `reset`, `step`, `state`, `mcp`, `close`, answered in order. The
-/// session ends with the socket (however it ends), or when the reaper closes it.
-async fn run_socket(app: Arc<App>, mut socket: WebSocket, (sid, session): (String, Arc<Session>)) {
+/// socket ends when the client closes it, when its session or its connection is closed by the
+/// reaper, or when a reply cannot be sent within the send timeout (a client that does not
+/// read). The session ends with its last socket. The socket holds its connection's slot.
+async fn run_socket(
+    app: Arc<App>,
+    mut socket: WebSocket,
+    (sid, session): (String, Arc<Session>),
+    slot: Option<ConnectionSlot>,
+) {
+    app.sockets.fetch_add(1, Ordering::Relaxed);
     loop {
         let message = tokio::select! {
             m = socket.recv() => m,
-            _ = session.close.notified() => break,
+            _ = session.close.closed() => break,
+            _ = slot_closed(&slot) => break,
         };
         let text = match message {
             Some(Ok(Message::Text(t))) => t.to_string(),
@@ -67,6 +106,9 @@ async fn run_socket(app: Arc<App>, mut socket: WebSocket, (sid, session): (Strin
             Some(Ok(Message::Close(_))) | Some(Err(_)) | None => break,
         };
         app.sessions.touch(&sid);
+        if let Some(s) = &slot {
+            s.touch();
+        }
         let reply = match serde_json::from_str::<Value>(&text) {
             Err(e) => error_frame(Failure::new("INVALID_JSON", format!("invalid JSON: {e}"))),
             Ok(msg) => {
@@ -93,14 +135,24 @@ async fn run_socket(app: Arc<App>, mut socket: WebSocket, (sid, session): (Strin
                 }
             }
         };
-        if socket
-            .send(Message::Text(reply.to_string().into()))
-            .await
-            .is_err()
-        {
+        drop(text);
+        let send = tokio::time::timeout(
+            app.cfg.send_timeout,
+            socket.send(Message::Text(reply.to_string().into())),
+        );
+        let sent = tokio::select! {
+            r = send => matches!(r, Ok(Ok(()))),
+            _ = session.close.closed() => false,
+            _ = slot_closed(&slot) => false,
+        };
+        if !sent {
             break;
         }
     }
-    app.sessions.remove(&sid);
-    let _ = socket.send(Message::Close(None)).await;
+    if session.detach() {
+        app.sessions.remove(&sid);
+        session.close.close();
+    }
+    app.sockets.fetch_sub(1, Ordering::Relaxed);
+    let _ = tokio::time::timeout(app.cfg.send_timeout, socket.send(Message::Close(None))).await;
 }
