@@ -418,7 +418,9 @@ def evaluate(model, tok, rows: list[dict], args, label: str) -> dict:
                         raise ValueError(f"Tool {name} not found.")
                     result = e["tools"][name](**(fn.get("arguments") or {}))
                     e["count"][name] += 1
-                    if name == "answer" and result == "Answer recorded.":
+                    # A call of `answer` that the environment took ends the episode with its
+                    # score (rulegym 0.1 after issue 41: "Episode over. Score (F1): ...").
+                    if name == "answer":
                         e["answered"] = True
                 except Exception as exc:  # what TRL's loop gives the model for a failed call
                     e["failed"] += 1
