@@ -150,6 +150,16 @@ fn lock_curriculum(c: &std::sync::Mutex<Curriculum>) -> std::sync::MutexGuard<'_
     c.lock().unwrap_or_else(|e| e.into_inner())
 }
 
+impl ResetRequest {
+    /// True when the request chooses its task (by id, index or seed), not only a split.
+    pub fn names_task(&self) -> bool {
+        self.question_id.is_some()
+            || self.task_id.is_some()
+            || self.index.is_some()
+            || self.seed.is_some()
+    }
+}
+
 /// The one split of a task file.
 pub const TASK_SPLIT: &str = "train";
 
@@ -308,12 +318,8 @@ impl World {
     /// Starts the episode `req` asks for, as [`World::session`], saying whether it was drawn
     /// from the curriculum.
     pub fn start_episode(&self, req: &ResetRequest) -> crate::Result<Started> {
-        let named = req.question_id.is_some()
-            || req.task_id.is_some()
-            || req.index.is_some()
-            || req.seed.is_some();
         match (&self.curriculum, &self.kind) {
-            (Some(c), WorldKind::Search(w)) if !named => {
+            (Some(c), WorldKind::Search(w)) if !req.names_task() => {
                 let draw = lock_curriculum(c).draw()?;
                 Ok(Started {
                     session: w.session_over(&draw.question, &draw.index)?,
@@ -514,11 +520,7 @@ impl World {
         if self.is_empty() {
             return Err(WorldError::Empty("the dataset has no questions"));
         }
-        let chosen = req.question_id.is_some()
-            || req.task_id.is_some()
-            || req.index.is_some()
-            || req.seed.is_some();
-        if self.dealt && chosen {
+        if self.dealt && req.names_task() {
             return Err(WorldError::Dealt);
         }
         let by_id = |id: &str| -> Result<usize, WorldError> {

@@ -30,7 +30,8 @@ impl Drop for Server {
 }
 
 impl Server {
-    /// `rulegym ARGS --port 0`, its address read from the first stderr line.
+    /// `rulegym ARGS --port 0`, its address read from the first stderr line (stderr is drained
+    /// after it, so the server never blocks on a full pipe).
     fn start(args: &[&str]) -> Server {
         let mut child = rulegym()
             .args(args)
@@ -58,7 +59,7 @@ impl Server {
         Server::start(&args)
     }
 
-    fn mcp(data: &std::path::Path, extra: &[&str]) -> Server {
+    pub(super) fn mcp(data: &std::path::Path, extra: &[&str]) -> Server {
         let mut args = vec![
             "mcp",
             "--dataset",
@@ -70,14 +71,25 @@ impl Server {
         Server::start(&args)
     }
 
-    fn rss_kib(&self) -> u64 {
-        let status = std::fs::read_to_string(format!("/proc/{}/status", self.child.id())).unwrap();
-        status
-            .lines()
-            .find_map(|l| l.strip_prefix("VmRSS:"))
-            .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
-            .unwrap()
+    /// The server's process id.
+    pub(super) fn pid(&self) -> u32 {
+        self.child.id()
     }
+
+    /// Resident set size of the server process, in KiB.
+    pub(super) fn rss_kib(&self) -> u64 {
+        rss_kib(self.pid())
+    }
+}
+
+/// Resident set size of process `pid`, in KiB (`/proc/PID/status`).
+pub(super) fn rss_kib(pid: u32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .unwrap()
 }
 
 /// A blocking TCP connection from `src` (a loopback address) to `addr`; `None` when refused.

@@ -284,14 +284,19 @@ fn oracle_sft_rows_from_the_cli_and_a_dataset_without_an_index() {
     assert!(err.contains("no search index"), "{err}");
 }
 
-#[test]
-fn curriculum_draws_play_in_the_tool_session_and_follow_the_rewards() {
+/// A two-level curriculum (1 hop; 2-3 hops) of small universes deciding every `window` rewards.
+fn small_curriculum(window: usize) -> CurriculumConfig {
     let mut config = CurriculumConfig::default();
     config.ladder = vec![Level::hops(1, 1), Level::hops(2, 3)];
-    config.window = 3;
+    config.window = window;
     config.questions_per_universe = 4;
     config.per_cell = 4;
-    let mut c = Curriculum::new(config).unwrap();
+    config
+}
+
+#[test]
+fn curriculum_draws_play_in_the_tool_session_and_follow_the_rewards() {
+    let mut c = Curriculum::new(small_curriculum(3)).unwrap();
     let mut levels = Vec::new();
     for i in 0..8 {
         let d = c.draw().unwrap();
@@ -316,11 +321,7 @@ fn curriculum_draws_play_in_the_tool_session_and_follow_the_rewards() {
 #[test]
 fn openenv_serves_the_curriculum_to_resets_that_name_no_question() {
     use super::attacks::{CLIENT, Server, dataset, health, ws_call, ws_open};
-    let mut config = CurriculumConfig::default();
-    config.ladder = vec![Level::hops(1, 1), Level::hops(2, 3)];
-    config.window = 2;
-    config.questions_per_universe = 4;
-    config.per_cell = 4;
+    let config = small_curriculum(2);
     // The server's draws are the library's: the same config draws the same questions.
     let mut mirror = Curriculum::new(config.clone()).unwrap();
     let dir = dataset();

@@ -4,67 +4,14 @@
 //! and `tools/call`), and `rulegym serve`-style connections left idle. Resident memory is read
 //! from the server process's `/proc/PID/status`.
 
+use super::attacks::{Server, rss_kib};
 use super::cli::{generate_small, rulegym};
 use serde_json::{Value, json};
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
-use std::process::{Child, Stdio};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
-
-/// A `rulegym mcp --transport http` process on a free port, killed on drop.
-struct Server {
-    child: Child,
-    addr: SocketAddr,
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-impl Server {
-    fn start(data: &std::path::Path, extra: &[&str]) -> Server {
-        let mut child = rulegym()
-            .args(["mcp", "--dataset"])
-            .arg(data)
-            .args(["--transport", "http", "--port", "0"])
-            .args(extra)
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
-        let mut err = BufReader::new(child.stderr.take().unwrap());
-        let mut line = String::new();
-        err.read_line(&mut line).unwrap();
-        let addr = line
-            .split("http://")
-            .nth(1)
-            .and_then(|s| s.trim().strip_suffix("/mcp"))
-            .unwrap_or_else(|| panic!("no address in {line:?}"))
-            .parse()
-            .unwrap();
-        // Keep draining stderr so the server never blocks on a full pipe.
-        std::thread::spawn(move || std::io::copy(&mut err, &mut std::io::sink()));
-        Server { child, addr }
-    }
-
-    /// Resident set size of the server process, in KiB.
-    fn rss_kib(&self) -> u64 {
-        rss_kib(self.child.id())
-    }
-}
-
-fn rss_kib(pid: u32) -> u64 {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
-    status
-        .lines()
-        .find_map(|l| l.strip_prefix("VmRSS:"))
-        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
-        .unwrap()
-}
 
 /// One POST to /mcp on its own connection: (status, session id header, JSON-RPC message if any).
 fn post(addr: SocketAddr, session: Option<&str>, body: &Value) -> (u16, Option<String>, Value) {
@@ -170,7 +117,7 @@ fn abandoned_mcp_sessions_are_capped_and_reclaimed() {
     let idle = Duration::from_secs(6);
     // One client floods and calls (all from 127.0.0.1), so its share is the whole cap here;
     // `attacks.rs` tries the per-client share.
-    let server = Server::start(
+    let server = Server::mcp(
         &data,
         &[
             "--idle-timeout",
@@ -222,7 +169,7 @@ fn abandoned_mcp_sessions_are_capped_and_reclaimed() {
             })
         })
         .collect();
-    let pid = server.child.id();
+    let pid = server.pid();
     let sampler = {
         let done = done.clone();
         std::thread::spawn(move || {
@@ -411,7 +358,7 @@ fn a_busy_mcp_session_ends_at_its_lifetime() {
     let dir = tempfile::tempdir().unwrap();
     let data = dir.path().join("data");
     generate_small(&data);
-    let server = Server::start(
+    let server = Server::mcp(
         &data,
         &[
             "--idle-timeout",
