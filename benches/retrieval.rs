@@ -7,7 +7,7 @@
 
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
 use rulegym::retrieval::flat::naive_search;
-use rulegym::retrieval::{BuiltinConfig, BuiltinEncoder, Encoder, FlatIndex, Role, synthetic};
+use rulegym::retrieval::{BuiltinConfig, BuiltinEncoder, Encoder, FlatIndex, TextKind, synthetic};
 use std::hint::black_box;
 use std::time::Duration;
 
@@ -118,11 +118,11 @@ fn encoder(c: &mut Criterion) {
     g.sample_size(10).measurement_time(Duration::from_secs(3));
     g.throughput(Throughput::Elements(texts.len() as u64));
     g.bench_function("passages_10000", |b| {
-        b.iter(|| black_box(enc.encode(&texts, Role::Passage).unwrap()))
+        b.iter(|| black_box(enc.encode(&texts, TextKind::Passage).unwrap()))
     });
     g.throughput(Throughput::Elements(qs.len() as u64));
     g.bench_function("queries_1024", |b| {
-        b.iter(|| black_box(enc.encode(&qs, Role::Query).unwrap()))
+        b.iter(|| black_box(enc.encode(&qs, TextKind::Query).unwrap()))
     });
     g.finish();
 }
@@ -142,7 +142,7 @@ fn certifier_searches(c: &mut Criterion) {
         let index =
             rulegym::dataset::build::article_index(&rulegym::corpus::articles(&universe)).unwrap();
         let names: Vec<&str> = universe.people.iter().map(|p| p.name.as_str()).collect();
-        let q = index.encoder().encode(&names, Role::Query).unwrap();
+        let q = index.encoder().encode(&names, TextKind::Query).unwrap();
         let people = universe.people.len();
         assert_eq!(
             index.flat().search_sparse(&q, 5).unwrap(),

@@ -4,7 +4,7 @@
 //! not the named person's article; asserts that every request got a 200.
 //! `cargo bench --features server --bench retrieval_server [-- CLIENTS SECONDS]`
 
-use rulegym::retrieval::server::ServerConfig;
+use rulegym::retrieval::server::RetrievalServerConfig;
 use rulegym::retrieval::{IndexKind, SearchIndex, synthetic};
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
@@ -24,7 +24,7 @@ fn main() {
     let (docs, named) = synthetic::corpus(10_000, 1);
     let index =
         Arc::new(SearchIndex::build(docs, &"builtin".parse().unwrap(), IndexKind::Flat).unwrap());
-    let addr = server::start(index.clone(), ServerConfig::default());
+    let addr = server::start(index.clone(), RetrievalServerConfig::default());
     let named = Arc::new(named);
     let deadline = Instant::now() + Duration::from_secs(secs);
     let start = Instant::now();

@@ -91,15 +91,15 @@ fn trajectory() -> Trajectory {
 
 fn bench(c: &mut Criterion) {
     let task = task();
-    let program = RubricProgram::compile(&task).unwrap();
+    let program = task.rubric_program().unwrap();
     assert_eq!(program.items.len(), 15);
     let scorer = RubricScorer::new(ScoreConfig::default()).unwrap();
     let t = trajectory();
     // The bench is also a check: the expected reward for this trajectory.
-    let r = scorer.score(&task, &program, &t, None).unwrap();
+    let r = scorer.score(&program, &t, None).unwrap();
     assert_eq!(r.reward, 1.0, "{r:#?}");
     c.bench_function("rubric_score_30_steps_15_items", |b| {
-        b.iter(|| black_box(scorer.score(&task, &program, black_box(&t), None).unwrap()))
+        b.iter(|| black_box(scorer.score(&program, black_box(&t), None).unwrap()))
     });
     c.bench_function("rubric_facts_term_30_steps", |b| {
         b.iter(|| black_box(program.facts_term(black_box(&t)).render().unwrap()))
@@ -107,7 +107,7 @@ fn bench(c: &mut Criterion) {
 }
 
 fn mapping(c: &mut Criterion) {
-    use rulegym::tooluse::simulator::{MappingConfig, MappingSimulator};
+    use rulegym::tooluse::mock_tools::{MappingConfig, MappingSimulator};
     let task = task();
     let tool = task.tool("search_flights").unwrap().clone();
     let outputs =

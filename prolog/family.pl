@@ -1,4 +1,5 @@
-%% family.pl: PhantomWiki's family relations over the stored parent/2, child/2 and gender/2 facts.
+%% family.pl: PhantomWiki's family relations over prelude.pl's base relations (parents/3,
+%% children/2, parent/2, child/2, gender/2), which read the stored person/8 facts.
 %% rel(X, Y): "Y is the rel of X". Every rule walks from X through first-argument-indexed facts.
 
 female(X) :- gender(X, female).

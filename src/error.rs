@@ -1,14 +1,18 @@
-//! The crate-wide error type: one enum, each module contributing its own variant.
+//! The crate-wide error type: one enum, each module contributing its own variant. A bad
+//! configuration found by any module reaches the caller as [`Error::Config`]: the modules'
+//! own `Config` variants (GRPO, retrieval, LLM backends, the synth pipeline, tool worlds)
+//! become it, named by their subject, so one match catches every one of them.
 
 /// Every fallible operation in rulegym returns this error.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum Error {
-    /// A configuration value is out of range or inconsistent.
+    /// A configuration value is out of range or inconsistent, whichever module found it.
     #[error("invalid configuration: {0}")]
     Config(String),
     /// GRPO math (advantages, loss, gradient) rejected its input.
     #[error(transparent)]
-    Grpo(#[from] crate::grpo::GrpoError),
+    Grpo(crate::grpo::GrpoError),
     /// A question query could not be compiled or decoded.
     #[error(transparent)]
     Query(#[from] crate::question::QueryError),
@@ -20,7 +24,7 @@ pub enum Error {
     Engine(#[from] crate::engine::EngineError),
     /// Retrieval (encoders, indexes, search) failed.
     #[error(transparent)]
-    Retrieval(#[from] crate::retrieval::RetrievalError),
+    Retrieval(crate::retrieval::RetrievalError),
     /// A tool-use task is malformed or missing.
     #[error(transparent)]
     Task(#[from] crate::tooluse::task::TaskError),
@@ -29,14 +33,17 @@ pub enum Error {
     Rubric(#[from] crate::tooluse::rubric::RubricError),
     /// A tool or user simulator failed.
     #[error(transparent)]
-    Simulator(#[from] crate::tooluse::simulator::SimError),
+    Simulator(#[from] crate::tooluse::mock_tools::SimError),
     /// An LLM backend failed.
     #[error(transparent)]
-    Llm(#[from] crate::llm::LlmError),
+    Llm(crate::llm::LlmError),
+    /// Generating or replaying a tool world failed.
+    #[error(transparent)]
+    RuleGen(crate::tooluse::rulegen::RuleGenError),
     /// The task-synthesis pipeline failed.
     #[cfg(feature = "synth")]
     #[error(transparent)]
-    Pipeline(#[from] crate::synth::PipelineError),
+    Pipeline(crate::synth::PipelineError),
     /// A dataset export failed.
     #[cfg(feature = "export")]
     #[error(transparent)]
@@ -147,10 +154,11 @@ pub enum Error {
         /// The child's error, or its exit status or signal.
         reason: String,
     },
-    /// An output path exists and replacing it was not asked for.
-    #[error("{} already exists (pass --force to replace it)", .0.display())]
+    /// An output path exists and replacing it was not asked for (the CLI's `--force`, the
+    /// Python bindings' `force=True`).
+    #[error("{} already exists and replacing it was not asked for", .0.display())]
     Exists(std::path::PathBuf),
-    /// `--force` was asked to replace something that is not a rulegym output.
+    /// Replacing was asked for something that is not a rulegym output.
     #[error("refusing to replace {}: {reason}", .path.display())]
     NotReplaceable {
         /// The path.
@@ -174,6 +182,35 @@ pub enum Error {
         /// The underlying serde error.
         source: serde_json::Error,
     },
+}
+
+/// `From` for a module error whose `Config(String)` variant becomes [`Error::Config`] with the
+/// subject in front, and whose other variants become `Error::<variant>`.
+macro_rules! config_becomes_error_config {
+    ($($(#[$cfg:meta])* $ty:path, $config:path => $variant:ident, $subject:literal;)*) => {$(
+        $(#[$cfg])*
+        impl From<$ty> for Error {
+            fn from(e: $ty) -> Self {
+                use $config as ModuleConfig;
+                match e {
+                    ModuleConfig(m) => Error::Config(format!("{}: {m}", $subject)),
+                    e => Error::$variant(e),
+                }
+            }
+        }
+    )*};
+}
+
+config_becomes_error_config! {
+    crate::grpo::GrpoError, crate::grpo::GrpoError::Config => Grpo, "GRPO";
+    crate::retrieval::RetrievalError, crate::retrieval::RetrievalError::Config
+        => Retrieval, "retrieval";
+    crate::llm::LlmError, crate::llm::LlmError::Config => Llm, "LLM backend";
+    crate::tooluse::rulegen::RuleGenError, crate::tooluse::rulegen::RuleGenError::Config
+        => RuleGen, "tool worlds";
+    #[cfg(feature = "synth")]
+    crate::synth::PipelineError, crate::synth::PipelineError::Config
+        => Pipeline, "synth pipeline";
 }
 
 /// Shorthand for results with [`Error`].

@@ -40,6 +40,7 @@ pub const MAX_WORKGROUPS_PER_DIM: u32 = 65_535;
 
 /// Errors from GPU setup and execution.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum GpuError {
     /// No adapter: no GPU driver and no software Vulkan (lavapipe) on this machine.
     #[error(

@@ -11,7 +11,7 @@
 
 use crate::question::QuestionConfig;
 use crate::search::SearchEnvConfig;
-use crate::tooluse::env::ToolEnvConfig;
+use crate::tooluse::env::{Protocol, ToolEnvConfig};
 use crate::universe::UniverseConfig;
 use crate::{Error, Result};
 use serde::de::DeserializeOwned;
@@ -215,6 +215,56 @@ impl EnvPreset {
             ))
         })
     }
+}
+
+/// The universe and question configurations `rulegym generate` starts from: those of the
+/// generation preset `preset`, or the defaults without one.
+pub fn generation(preset: Option<&str>) -> Result<(UniverseConfig, QuestionConfig)> {
+    match preset {
+        Some(name) => Preset::named(name).map(|p| (p.universe, p.questions)),
+        None => Ok((UniverseConfig::default(), QuestionConfig::default())),
+    }
+}
+
+/// The search environment's settings: those of the environment preset `preset` at `stage`,
+/// or `default` without one. Every front end resolves a preset through here.
+pub fn search_env(
+    preset: Option<&str>,
+    stage: Stage,
+    default: SearchEnvConfig,
+) -> Result<SearchEnvConfig> {
+    match preset {
+        Some(name) => EnvPreset::named(name)?.search(stage),
+        None => Ok(default),
+    }
+}
+
+/// The tool-use environment's settings: the defaults, then the environment preset `preset` at
+/// `stage` (e.g. `synthagent`: Hermes, 16 turns, 13,000 response tokens), then an explicit
+/// protocol and turn cap; checked.
+pub fn tooluse_env(
+    preset: Option<&str>,
+    stage: Stage,
+    protocol: Option<Protocol>,
+    max_turns: Option<u32>,
+) -> Result<ToolEnvConfig> {
+    let mut env = match preset {
+        Some(name) => EnvPreset::named(name)?.tooluse(stage)?,
+        None => ToolEnvConfig::default(),
+    };
+    if let Some(protocol) = protocol {
+        env.protocol = protocol;
+    }
+    if let Some(t) = max_turns {
+        env.max_turns = t;
+    }
+    env.validate()?;
+    Ok(env)
+}
+
+/// A model family's sampling settings, when one is named.
+pub fn sampling(family: Option<&str>) -> Result<Option<SamplingPreset>> {
+    family.map(SamplingPreset::named).transpose()
 }
 
 /// The shipped sampling presets (one file, a family per entry).

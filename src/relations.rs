@@ -10,7 +10,7 @@ use crate::universe::{Gender, PersonId, Universe};
 
 /// A primitive step through the universe graph.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Step {
+pub enum GraphStep {
     /// To the person's parents.
     Parent,
     /// To the person's children.
@@ -33,7 +33,7 @@ pub struct Relation {
     /// Part of the easy set (the 11 immediate-family relations and friend).
     pub easy: bool,
     /// The path of primitive steps from X to Y.
-    pub steps: &'static [Step],
+    pub steps: &'static [GraphStep],
     /// Gender of Y, if the relation fixes it.
     pub gender: Option<Gender>,
     /// Singular surface form ("mother-in-law").
@@ -50,7 +50,7 @@ macro_rules! relations {
                 name: stringify!($name),
                 weight: $weight,
                 easy: $easy,
-                steps: &[$(Step::$step),*],
+                steps: &[$(GraphStep::$step),*],
                 gender: relations!(@gender $gender),
                 singular: $singular,
                 plural: $plural,
@@ -120,16 +120,16 @@ pub fn relations(easy_mode: bool) -> impl Iterator<Item = &'static Relation> {
     RELATIONS.iter().filter(move |r| r.easy || !easy_mode)
 }
 
-impl Step {
+impl GraphStep {
     /// Appends everyone one step from `from` to `out` (unsorted; may repeat across calls).
     pub fn extend(self, universe: &Universe, from: PersonId, out: &mut Vec<PersonId>) {
         let person = universe.person(from);
         match self {
-            Step::Parent => out.extend(&person.parents),
-            Step::Child => out.extend(&person.children),
-            Step::Sibling => out.extend(universe.siblings(from)),
-            Step::Spouse => out.extend(person.spouse),
-            Step::Friend => out.extend(&person.friends),
+            GraphStep::Parent => out.extend(&person.parents),
+            GraphStep::Child => out.extend(&person.children),
+            GraphStep::Sibling => out.extend(universe.siblings(from)),
+            GraphStep::Spouse => out.extend(person.spouse),
+            GraphStep::Friend => out.extend(&person.friends),
         }
     }
 }
@@ -152,12 +152,12 @@ impl Relation {
     }
 }
 
-impl Step {
+impl GraphStep {
     /// The step walked backwards.
-    pub fn inverse(self) -> Step {
+    pub fn inverse(self) -> GraphStep {
         match self {
-            Step::Parent => Step::Child,
-            Step::Child => Step::Parent,
+            GraphStep::Parent => GraphStep::Child,
+            GraphStep::Child => GraphStep::Parent,
             other => other,
         }
     }

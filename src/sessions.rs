@@ -59,6 +59,7 @@ pub const MAX_SESSIONS_LIMIT: usize = 1 << 20;
 
 /// Why session limits are unusable, or a session was refused.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
 pub enum SessionError {
     /// `max_sessions` is 0 or above [`MAX_SESSIONS_LIMIT`].
     #[error("max sessions {0} must be 1-{MAX_SESSIONS_LIMIT}")]

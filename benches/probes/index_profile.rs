@@ -3,7 +3,7 @@
 //! article rendering, the facts texts, fitting and encoding the built-in index, and the
 //! certifier's searches. Medians of 5; run it with `RAYON_NUM_THREADS=1` for single-core costs.
 //! `cargo run --release --example index_profile -- [TREES]` (default 1,000 trees).
-use rulegym::retrieval::{BuiltinConfig, BuiltinEncoder, Encoder, Role};
+use rulegym::retrieval::{BuiltinConfig, BuiltinEncoder, Encoder, TextKind};
 use rulegym::search::oracle::Certifier;
 use rulegym::universe::{Universe, UniverseConfig};
 use std::time::Instant;
@@ -55,7 +55,7 @@ fn main() -> rulegym::Result<()> {
     println!(
         "index encode ({} passages): {:.1} ms",
         texts.len(),
-        median_ms(|| encoder.encode(&texts, Role::Passage))
+        median_ms(|| encoder.encode(&texts, TextKind::Passage))
     );
     let index = rulegym::dataset::build::article_index(&articles)?;
     println!(

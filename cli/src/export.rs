@@ -4,7 +4,7 @@
 use rulegym::Result;
 use rulegym::export::tooluse::{ToolExportOptions, export_tasks};
 use rulegym::export::{ExportFormat, ExportOptions, export};
-use rulegym::preset::{EnvPreset, Shipped, Stage};
+use rulegym::preset::{self, Stage};
 use rulegym::search::SearchEnvConfig;
 use rulegym::tooluse::task::{ValidateOptions, load_tasks};
 use std::path::PathBuf;
@@ -78,12 +78,12 @@ fn read_text(flag: &str, path: &std::path::Path) -> Result<String> {
 /// Runs `rulegym export`.
 pub fn run(args: Args) -> Result<()> {
     let (format, stage) = (args.format, args.stage);
-    let preset = args.preset.as_deref().map(EnvPreset::named).transpose()?;
+    let preset_name = args.preset.as_deref();
     if let Some(tasks) = &args.tasks {
         let tasks = load_tasks(tasks, ValidateOptions::default())?;
         let mut defaults = ToolExportOptions::default();
-        if let Some(p) = &preset {
-            defaults.max_turns = p.tooluse(stage)?.max_turns;
+        if preset_name.is_some() {
+            defaults.max_turns = preset::tooluse_env(preset_name, stage, None, None)?.max_turns;
         }
         let options = ToolExportOptions {
             format,
@@ -131,10 +131,7 @@ pub fn run(args: Args) -> Result<()> {
             .into_owned(),
         None => String::new(),
     };
-    let mut config = match &preset {
-        Some(p) => p.search(stage)?,
-        None => SearchEnvConfig::default(),
-    };
+    let mut config = preset::search_env(preset_name, stage, SearchEnvConfig::default())?;
     if let Some(path) = &args.prompt {
         config.prompt = read_text("--prompt", path)?;
     }

@@ -5,9 +5,8 @@ use indicatif::{ProgressBar, ProgressStyle};
 use rulegym::Result;
 use rulegym::dataset::batch::{self, Batch, BatchEvent, EngineSource, SeedRange};
 use rulegym::dataset::{self, BuildConfig, BuildEvent};
-use rulegym::preset::{Preset, Shipped};
-use rulegym::question::{self, QuestionConfig};
-use rulegym::universe::UniverseConfig;
+use rulegym::preset;
+use rulegym::question;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
@@ -76,11 +75,7 @@ pub struct Args {
 /// Runs `rulegym generate`: [`dataset::build_and_write`] with a spinner per stage (unless
 /// quiet), then the atomic write.
 pub fn run(args: Args) -> Result<()> {
-    let preset = args.preset.as_deref().map(Preset::named).transpose()?;
-    let (mut universe, base) = match preset {
-        Some(p) => (p.universe, p.questions),
-        None => (UniverseConfig::default(), QuestionConfig::default()),
-    };
+    let (mut universe, base) = preset::generation(args.preset.as_deref())?;
     universe.seed = args.seed;
     let overrides = [
         (&mut universe.num_family_trees, args.num_family_trees),
@@ -106,7 +101,7 @@ pub fn run(args: Args) -> Result<()> {
         universe.friendship_k = k;
     }
     universe.easy_mode &= !args.hard_mode;
-    let questions = args.questions.apply(base, args.seed, universe.easy_mode);
+    let questions = args.questions.apply(base, &universe, None);
     let quiet = args.quiet;
     let config = BuildConfig {
         engines: args.engines,

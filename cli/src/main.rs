@@ -101,10 +101,19 @@ fn main() -> ExitCode {
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(err) => {
-            eprintln!("error: {err}");
+            // A cause that the message above already quotes is not printed again.
+            let mut shown = err.to_string();
+            eprintln!("error: {shown}");
+            if let rulegym::Error::Exists(_) = err {
+                eprintln!("  (pass --force to replace it)");
+            }
             let mut source = std::error::Error::source(&err);
             while let Some(cause) = source {
-                eprintln!("  caused by: {cause}");
+                let text = cause.to_string();
+                if !shown.contains(&text) {
+                    eprintln!("  caused by: {text}");
+                    shown = text;
+                }
                 source = cause.source();
             }
             ExitCode::FAILURE

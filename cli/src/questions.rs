@@ -1,11 +1,10 @@
 //! `rulegym questions`: more question sets for an existing universe directory.
 
 use rulegym::Result;
-use rulegym::dataset::build::article_index;
+use rulegym::dataset::build::{Dataset, build_questions};
 use rulegym::dataset::load_universe;
-use rulegym::engine::Engine;
 use rulegym::question::{self, AnchorStrategy, Comparison, Family, QuestionConfig, Sampler};
-use rulegym::search::oracle::Certifier;
+use rulegym::universe::UniverseConfig;
 use std::path::PathBuf;
 
 /// Question-generation flags, shared by `generate` and `questions`. Each flag overrides the
@@ -66,15 +65,14 @@ pub struct QuestionArgs {
 }
 
 impl QuestionArgs {
-    /// `base` with every flag given applied; the question seed defaults to `default_seed`.
+    /// `base` with every flag given applied, its seed and easy mode following `universe`
+    /// (`easy_mode`: the caller's choice, if any).
     pub fn apply(
         &self,
         mut base: QuestionConfig,
-        default_seed: u64,
-        easy_mode: bool,
+        universe: &UniverseConfig,
+        easy_mode: Option<bool>,
     ) -> QuestionConfig {
-        base.seed = self.question_seed.unwrap_or(default_seed);
-        base.easy_mode = easy_mode;
         if let Some(v) = &self.families {
             base.families = v.clone();
         }
@@ -109,7 +107,7 @@ impl QuestionArgs {
         if let Some(v) = self.val_fraction {
             base.val_fraction = v;
         }
-        base
+        base.following(universe, self.question_seed, easy_mode)
     }
 }
 
@@ -130,6 +128,9 @@ pub struct Args {
     /// Output JSONL file (written atomically).
     #[arg(long)]
     out: PathBuf,
+    /// Prolog engines verifying questions in parallel (0: one per core, at most 2).
+    #[arg(long, default_value_t = 0)]
+    engines: usize,
     /// No grid of cell counts on stderr.
     #[arg(long, short)]
     quiet: bool,
@@ -138,19 +139,15 @@ pub struct Args {
 /// Runs `rulegym questions`.
 pub fn run(args: Args) -> Result<()> {
     let universe = load_universe(&args.universe)?;
-    let easy_mode = if args.hard_mode {
-        false
-    } else {
-        args.easy_mode || universe.config.easy_mode
+    let easy_mode = match (args.hard_mode, args.easy_mode) {
+        (true, _) => Some(false),
+        (_, true) => Some(true),
+        _ => None,
     };
-    let config = args
-        .questions
-        .apply(QuestionConfig::default(), universe.config.seed, easy_mode);
-    config.validate()?;
-    let engine = Engine::with_facts(&universe.engine_facts())?;
-    let index = article_index(&rulegym::corpus::articles(&universe))?;
-    let certifier = Certifier::new(&universe, &index, config.solvability)?;
-    let (questions, report) = question::generate(&universe, &engine, &config, Some(&certifier))?;
+    let config = (args.questions).apply(QuestionConfig::default(), &universe.config, easy_mode);
+    let Dataset {
+        questions, report, ..
+    } = build_questions(universe, config, args.engines)?;
     rulegym::io::write_jsonl(&args.out, &questions)?;
     if !args.quiet {
         eprint!("{}", question::balance::grid(&questions));

@@ -37,7 +37,7 @@ pub fn run(args: Args) -> Result<()> {
         }
         let q = index
             .encoder()
-            .encode(&queries, rulegym::retrieval::Role::Query)?;
+            .encode(&queries, rulegym::retrieval::TextKind::Query)?;
         rulegym::retrieval::gpu::search(index.flat(), &q, args.topk)?
     } else {
         index.search(&queries, args.topk)?

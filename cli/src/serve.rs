@@ -29,13 +29,13 @@ pub struct Args {
 /// Runs `rulegym serve` until interrupted.
 pub fn run(args: Args) -> Result<()> {
     use rulegym::retrieval::RetrievalError;
-    use rulegym::retrieval::server::{ServerConfig, serve};
+    use rulegym::retrieval::server::{RetrievalServerConfig, serve};
     let index = std::sync::Arc::new(rulegym::retrieval::SearchIndex::load(&args.index)?);
-    let cfg = ServerConfig {
+    let cfg = RetrievalServerConfig {
         default_topk: args.topk,
         max_batch: args.max_batch,
         sessions: args.sessions.limits()?,
-        ..ServerConfig::default()
+        ..RetrievalServerConfig::default()
     };
     cfg.validate()?;
     let rt = tokio::runtime::Builder::new_multi_thread()

@@ -6,7 +6,7 @@ use indicatif::{ProgressBar, ProgressStyle};
 use rulegym::Result;
 use rulegym::llm::ClientConfig;
 use rulegym::synth::preset::Knobs;
-use rulegym::synth::{self, Extraction, PipelineConfig, Stage, SynthEvent, UserKind};
+use rulegym::synth::{self, Extraction, PipelineConfig, SynthEvent, SynthStage, UserKind};
 use serde_json::json;
 use std::path::PathBuf;
 
@@ -46,7 +46,7 @@ pub struct Args {
     out: PathBuf,
     /// Stages to run, comma-separated, in order (draft,tools,rewrite,rollouts,rubric,filter).
     #[arg(long, value_delimiter = ',', value_parser = stage_name)]
-    stages: Vec<Stage>,
+    stages: Vec<SynthStage>,
     /// Items processed at once.
     #[arg(long, default_value_t = 4)]
     concurrency: usize,
@@ -94,9 +94,9 @@ pub struct Args {
 }
 
 /// A stage name of `--stages` (spaces around it allowed, as in `draft, tools`).
-fn stage_name(name: &str) -> std::result::Result<Stage, String> {
-    <Stage as clap::ValueEnum>::from_str(name.trim(), false).map_err(|_| {
-        let valid: Vec<&str> = Stage::ALL.iter().map(|s| s.name()).collect();
+fn stage_name(name: &str) -> std::result::Result<SynthStage, String> {
+    <SynthStage as clap::ValueEnum>::from_str(name.trim(), false).map_err(|_| {
+        let valid: Vec<&str> = SynthStage::ALL.iter().map(|s| s.name()).collect();
         format!(
             "unknown stage {:?} (valid: {})",
             name.trim(),
@@ -109,7 +109,7 @@ fn stage_name(name: &str) -> std::result::Result<Stage, String> {
 /// flags given.
 fn pipeline_config(args: &Args) -> Result<PipelineConfig> {
     let stages = if args.stages.is_empty() {
-        Stage::ALL.to_vec()
+        SynthStage::ALL.to_vec()
     } else {
         args.stages.clone()
     };
@@ -264,7 +264,7 @@ mod tests {
         );
         // Stage lists may have spaces after the commas.
         let staged = config(&["--stages", "draft, tools"]).unwrap();
-        assert_eq!(staged.stages, [Stage::Draft, Stage::Tools]);
+        assert_eq!(staged.stages, [SynthStage::Draft, SynthStage::Tools]);
         // Without a preset a flag changes only its knob.
         let flag = config(&["--extraction", "per-trajectory"]).unwrap();
         assert_eq!(

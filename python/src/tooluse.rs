@@ -68,8 +68,8 @@ impl RubricScorer {
             .allow_threads(|| -> rulegym::Result<_> {
                 let task = Task::from_json(&task_text)?;
                 task.validate(ValidateOptions::default())?;
-                let program = RubricProgram::compile(&task)?;
-                Ok(self.inner.score(&task, &program, &trajectory, None)?)
+                let program = task.rubric_program()?;
+                Ok(self.inner.score(&program, &trajectory, None)?)
             })
             .map_err(err)?;
         to_py(py, &result)
@@ -335,7 +335,7 @@ impl ToolEnv {
                 let trajectory = env.trajectory();
                 drop(env);
                 let (task, program) = (&self.world.task, &self.world.program);
-                Ok(self.scorer.score(task, program, &trajectory, None)?)
+                Ok(self.scorer.score(program, &trajectory, None)?)
             })
             .map_err(err)?;
         to_py(py, &result)

@@ -63,14 +63,10 @@ pub(crate) fn question_config(
             None => Ok(false),
         }
     };
-    let mut config: QuestionConfig = from_py(py, questions, "question config")?;
-    if !given("seed")? {
-        config.seed = universe.seed;
-    }
-    if !given("easy_mode")? {
-        config.easy_mode = universe.easy_mode;
-    }
-    Ok(config)
+    let config: QuestionConfig = from_py(py, questions, "question config")?;
+    let seed = given("seed")?.then_some(config.seed);
+    let easy_mode = given("easy_mode")?.then_some(config.easy_mode);
+    Ok(config.following(universe, seed, easy_mode))
 }
 
 /// Generates a universe and its engine-verified questions; returns the `questions.jsonl`

@@ -209,12 +209,8 @@ impl Assembled {
     }
 }
 
-fn build_assembled(
-    config: &BuildConfig,
-    render: Render<'_>,
-    observe: &mut dyn FnMut(BuildEvent),
-) -> Result<Assembled> {
-    config.validate()?;
+/// The engines [`assemble`] verifies on, starting on their own threads (`config.engines`).
+fn start_engines(config: &BuildConfig) -> EngineLoad<'static> {
     // Verification and the consult (~35 us per clause) are the critical path, so two verifiers
     // (one per core) halve the verification even for small sets: at 1,036 people and 380
     // questions the second core is otherwise idle. On Linux the second is a forked copy of the
@@ -231,24 +227,44 @@ fn build_assembled(
     };
     // The engines start while the universe is generated, and load its facts while the
     // articles render, the index is built and the questions are sampled.
-    let starting: Vec<_> = (0..started)
-        .map(|_| std::thread::spawn(Engine::new))
-        .collect();
+    EngineLoad::Starting {
+        engines: (0..started)
+            .map(|_| std::thread::spawn(Engine::new))
+            .collect(),
+        forks,
+    }
+}
+
+/// Questions for a universe already built (`rulegym questions`): the pipeline of [`build`]
+/// (engines, articles, index, certifier, sampler, verification) over `universe`, so the same
+/// universe and configuration give the same questions as a dataset generated with them.
+pub fn build_questions(
+    universe: Universe,
+    questions: QuestionConfig,
+    engines: usize,
+) -> Result<Dataset> {
+    let config = BuildConfig {
+        engines,
+        ..BuildConfig::new(universe.config.clone(), Some(questions))
+    };
+    config.validate()?;
+    let load = start_engines(&config);
+    let facts = universe.engine_facts();
+    Ok(assemble(&config, universe, facts, load, Render::Later, &mut |_| {})?.dataset)
+}
+
+fn build_assembled(
+    config: &BuildConfig,
+    render: Render<'_>,
+    observe: &mut dyn FnMut(BuildEvent),
+) -> Result<Assembled> {
+    config.validate()?;
+    let load = start_engines(config);
     let done = stage(BuildStage::Universe, observe);
     let universe = Universe::generate(&config.universe)?;
     done(observe);
     let engine_facts = universe.engine_facts();
-    assemble(
-        config,
-        universe,
-        engine_facts,
-        EngineLoad::Starting {
-            engines: starting,
-            forks,
-        },
-        render,
-        observe,
-    )
+    assemble(config, universe, engine_facts, load, render, observe)
 }
 
 /// Where [`assemble`] gets its engines and how it puts a universe's facts into them.

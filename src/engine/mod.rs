@@ -44,6 +44,7 @@ const TOPLEVEL: &str = ":- module('$toplevel', []).\n";
 
 /// Errors from the engine.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
 pub enum EngineError {
     /// A term could not be built or rendered (bad variable name, NUL character, ...).
     #[error("invalid term: {0}")]

@@ -135,7 +135,7 @@ pub fn counter(
         Some(path) => Ok(std::sync::Arc::new(HfTokenCounter::from_file(path)?)),
         #[cfg(not(feature = "tokenizer"))]
         Some(path) => Err(crate::Error::Config(format!(
-            "--tokenizer {}: this build has no tokenizer support (feature `tokenizer`)",
+            "tokenizer {}: this build has no tokenizer support (feature `tokenizer`)",
             path.display()
         ))),
     }

@@ -4,7 +4,6 @@
 use super::report::{EvalReport, GroupStats, REPORT_SCHEMA_VERSION, mean_se};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
-use std::path::Path;
 
 /// A statistic of one key (`all` or a difficulty) over several runs: the mean of the runs'
 /// means with its standard error over runs (seeds), and the standard error over every question
@@ -239,7 +238,7 @@ fn comparison_group(group: String, runs: &[&(String, EvalReport)]) -> Comparison
 pub fn compare(runs: &[(String, EvalReport)], baseline: Option<&str>) -> crate::Result<Comparison> {
     if runs.is_empty() {
         return Err(crate::Error::Config(
-            "compare needs at least one --run GROUP=DIR".into(),
+            "a comparison needs at least one run".into(),
         ));
     }
     let mut order: Vec<&str> = Vec::new();
@@ -261,7 +260,7 @@ pub fn compare(runs: &[(String, EvalReport)], baseline: Option<&str>) -> crate::
         Some(name) => {
             let base = groups.iter().find(|g| g.group == name).ok_or_else(|| {
                 crate::Error::Config(format!(
-                    "--baseline {name:?} is not a group (groups: {})",
+                    "baseline {name:?} is not a group (groups: {})",
                     order.join(", ")
                 ))
             })?;
@@ -289,22 +288,4 @@ pub fn compare(runs: &[(String, EvalReport)], baseline: Option<&str>) -> crate::
         by_universe,
         gaps,
     })
-}
-
-/// Writes `comparison.json`, `search_scaling.svg`, `universe_size.svg` and `comparison.html`
-/// into `dir`.
-pub fn write_comparison(dir: &Path, comparison: &Comparison) -> crate::Result<()> {
-    let mut json = serde_json::to_vec_pretty(comparison).map_err(|source| crate::Error::Json {
-        context: "serialising comparison.json".into(),
-        source,
-    })?;
-    json.push(b'\n');
-    crate::io::write_file_atomic(&dir.join("comparison.json"), &json)?;
-    let figures = super::plot::comparison_figures(comparison)?;
-    for (name, svg) in &figures {
-        crate::io::write_file_atomic(&dir.join(name), svg.as_bytes())?;
-    }
-    let names: Vec<&str> = figures.iter().map(|(n, _)| n.as_str()).collect();
-    let html = super::html::comparison_html(comparison, &names);
-    crate::io::write_file_atomic(&dir.join("comparison.html"), html.as_bytes())
 }

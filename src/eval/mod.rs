@@ -10,26 +10,28 @@
 //! The room's files, one job each: [`policy`] (what answers a turn: an endpoint, with its
 //! sampling), [`episode`] (the episode loop and [`evaluate`]), [`report`] (statistics and the
 //! report schema), [`compare`] (several runs side by side), [`plot`] (SVG figures), [`html`]
-//! (the pages) and `settings` ([`EvalSettings`]: presets and overrides resolved once).
+//! (the pages), [`output`] (writing a report or a comparison to its folder) and `settings`
+//! ([`EvalSettings`]: presets and overrides resolved once).
 
 pub(crate) mod compare;
 pub(crate) mod episode;
 pub(crate) mod html;
+pub(crate) mod output;
 pub(crate) mod plot;
 pub(crate) mod policy;
 pub(crate) mod report;
 pub(crate) mod settings;
 
-pub use compare::{Comparison, compare, write_comparison};
+pub use compare::{Comparison, compare};
 pub use episode::{EpisodeRecord, EvalConfig, evaluate, play};
+pub use output::{write_comparison, write_outputs};
 pub use policy::{EndpointPolicy, Policy, STOP, Sampling, restore_stop};
-pub use report::{
-    EvalReport, GroupStats, REPORT_SCHEMA_VERSION, RunInfo, mean_se, report, write_outputs,
-};
+pub use report::{EvalReport, GroupStats, REPORT_SCHEMA_VERSION, RunInfo, mean_se, report};
 pub use settings::EvalSettings;
 
 /// Errors of the evaluation report (endpoint failures are [`crate::llm::LlmError`]s).
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum EvalError {
     /// Plotting a report figure failed.
     #[error("plotting {figure}: {message}")]

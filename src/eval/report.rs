@@ -3,7 +3,6 @@
 use super::episode::EpisodeRecord;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
-use std::path::Path;
 
 /// The version of `report.json` and `comparison.json` (see `schemas/eval-report.schema.json`);
 /// bumped whenever a field changes meaning or disappears.
@@ -209,27 +208,4 @@ pub fn report(
         by_difficulty: grouped(records, |r| r.difficulty),
         by_family: grouped(records, |r| r.family.clone()),
     }
-}
-
-/// Writes `trajectories.jsonl`, `report.json`, the SVG figures and `report.html` into `dir`.
-pub fn write_outputs(
-    dir: &Path,
-    records: &[EpisodeRecord],
-    report: &EvalReport,
-) -> crate::Result<()> {
-    let json_err = |source| crate::Error::Json {
-        context: "serialising evaluation output".into(),
-        source,
-    };
-    crate::io::write_jsonl(&dir.join("trajectories.jsonl"), records)?;
-    let mut summary = serde_json::to_vec_pretty(report).map_err(json_err)?;
-    summary.push(b'\n');
-    crate::io::write_file_atomic(&dir.join("report.json"), &summary)?;
-    let figures = super::plot::figures(report)?;
-    for (name, svg) in &figures {
-        crate::io::write_file_atomic(&dir.join(name), svg.as_bytes())?;
-    }
-    let names: Vec<&str> = figures.iter().map(|(n, _)| n.as_str()).collect();
-    let html = super::html::html(report, &names);
-    crate::io::write_file_atomic(&dir.join("report.html"), html.as_bytes())
 }

@@ -3,7 +3,7 @@
 //! preset, then explicit values).
 
 use super::policy::Sampling;
-use crate::preset::{EnvPreset, SamplingPreset, Shipped, Stage};
+use crate::preset::{self, Stage};
 use crate::search::SearchEnvConfig;
 
 /// An evaluation's knobs as a user gives them: presets by name and explicit overrides.
@@ -38,13 +38,11 @@ pub struct EvalSettings {
 impl EvalSettings {
     /// The environment and sampling these settings give, checked.
     pub fn resolve(&self) -> crate::Result<(SearchEnvConfig, Sampling)> {
-        let mut env = match &self.env_preset {
-            Some(name) => EnvPreset::named(name)?.search(self.stage)?,
-            None => SearchEnvConfig {
-                max_turns: 20,
-                ..SearchEnvConfig::default()
-            },
+        let default = SearchEnvConfig {
+            max_turns: 20,
+            ..SearchEnvConfig::default()
         };
+        let mut env = preset::search_env(self.env_preset.as_deref(), self.stage, default)?;
         if let Some(t) = self.max_turns {
             env.max_turns = t;
         }
@@ -59,11 +57,7 @@ impl EvalSettings {
             env.max_action_tokens = Some(m as usize);
         }
         env.validate()?;
-        let family = self
-            .sampling_preset
-            .as_deref()
-            .map(SamplingPreset::named)
-            .transpose()?;
+        let family = preset::sampling(self.sampling_preset.as_deref())?;
         let sampling = Sampling {
             model: self.model.clone(),
             temperature: self

@@ -16,6 +16,7 @@ use serde_json::{Value, json};
 
 /// Errors of the exporters.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum ExportError {
     /// The parquet writer failed.
     #[error("writing parquet {path}: {source}")]

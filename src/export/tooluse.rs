@@ -183,7 +183,7 @@ const MAX_TOOL_NAME: usize = 64;
 /// `<name>__<hex>`, with the shortest hex prefix (8 or more) of the schema's SHA-256 that no
 /// name in `taken` has.
 fn variant_name(name: &str, schema: &Value, taken: &BTreeSet<String>) -> String {
-    let hash = crate::io::sha256_hex(crate::tooluse::simulator::canonical_json(schema).as_bytes());
+    let hash = crate::io::sha256_hex(crate::tooluse::mock_tools::canonical_json(schema).as_bytes());
     for len in 8..=hash.len() {
         let keep = MAX_TOOL_NAME.saturating_sub(len + 2).min(name.len());
         let candidate = format!("{}__{}", &name[..keep], &hash[..len]);
@@ -196,7 +196,7 @@ fn variant_name(name: &str, schema: &Value, taken: &BTreeSet<String>) -> String 
 
 /// The key of a tool's (name, schema): its canonical OpenAI schema text (which holds the name).
 fn tool_key(tool: &crate::tooluse::task::ToolSpec) -> String {
-    crate::tooluse::simulator::canonical_json(&tool.openai_schema())
+    crate::tooluse::mock_tools::canonical_json(&tool.openai_schema())
 }
 
 /// Every (name, schema) of `tasks` once, in order of first appearance, named for export; with
@@ -626,7 +626,7 @@ fn inferred_type(schema: &serde_json::Map<String, Value>) -> Value {
 
 /// `text` with ` (<label>: <canonical JSON of dropped>)` appended.
 fn with_note(text: &str, label: &str, dropped: &serde_json::Map<String, Value>) -> String {
-    let json = crate::tooluse::simulator::canonical_json(&Value::Object(dropped.clone()));
+    let json = crate::tooluse::mock_tools::canonical_json(&Value::Object(dropped.clone()));
     if text.is_empty() {
         format!("({label}: {json})")
     } else {

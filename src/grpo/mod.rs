@@ -69,6 +69,7 @@ use serde::{Deserialize, Serialize};
 /// Errors from the GRPO math. Every bad input gets its own variant and a message that says
 /// where the problem is.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum GrpoError {
     /// A configuration value is out of range.
     #[error("invalid GRPO config: {0}")]

@@ -22,6 +22,7 @@ use std::sync::{Arc, Mutex};
 
 /// Errors from an LLM backend.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[non_exhaustive]
 pub enum LlmError {
     /// The server answered with an error status (after retries, for retryable ones).
     #[error("HTTP {status} from the LLM endpoint: {body}")]

@@ -16,6 +16,7 @@ use std::sync::Arc;
 
 /// Why a bounded session operation failed.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum BoundedError {
     /// The cap is reached (or the limits are unusable).
     #[error(transparent)]

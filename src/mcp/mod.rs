@@ -25,6 +25,7 @@ use std::sync::Arc;
 
 /// Why an MCP server could not start or stopped.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum McpError {
     /// Binding, serving or the stdio transport failed.
     #[error("{context}: {message}")]

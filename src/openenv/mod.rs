@@ -30,6 +30,7 @@ use crate::toolcall::{World, WorldError};
 
 /// Why a world could not be served, or a request named nothing it holds.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[non_exhaustive]
 pub enum OpenEnvError {
     /// The world cannot serve the request (an unknown id, split or index).
     #[error(transparent)]

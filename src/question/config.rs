@@ -68,6 +68,19 @@ impl Default for QuestionConfig {
 }
 
 impl QuestionConfig {
+    /// The rule of every front end: the question seed and easy mode are the universe's unless
+    /// the caller chose them (`seed`, `easy_mode`).
+    pub fn following(
+        mut self,
+        universe: &crate::universe::UniverseConfig,
+        seed: Option<u64>,
+        easy_mode: Option<bool>,
+    ) -> Self {
+        self.seed = seed.unwrap_or(universe.seed);
+        self.easy_mode = easy_mode.unwrap_or(universe.easy_mode);
+        self
+    }
+
     /// Checks every knob.
     pub fn validate(&self) -> crate::Result<()> {
         let fail = |m: String| Err(crate::Error::Config(m));

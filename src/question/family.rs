@@ -4,6 +4,7 @@ use serde::{Deserialize, Serialize};
 
 /// A question family.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[non_exhaustive]
 pub enum Family {
     /// PhantomWiki's grammar, every template.
     #[serde(rename = "base")]
@@ -66,6 +67,7 @@ impl std::str::FromStr for Family {
 /// A comparison shape of `hops+comparisons`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
+#[non_exhaustive]
 pub enum Comparison {
     /// "Who is older, A, or B?" (the paper's).
     Older,

@@ -22,9 +22,9 @@ mod certify;
 mod config;
 mod family;
 mod proposals;
-mod propose;
 mod record;
 mod report;
+mod slot;
 mod verify;
 
 pub use certify::{Anchors, Certificate, Certify};

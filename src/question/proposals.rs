@@ -2,8 +2,8 @@
 //! alone, and the proposals' shards.
 
 use super::cells::cells;
-use super::propose::propose;
 use super::record::record;
+use super::slot::propose;
 use super::{
     CellReport, Certify, Family, GenerationReport, Question, QuestionConfig, balance, degenerate,
     sample, text,

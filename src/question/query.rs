@@ -220,6 +220,7 @@ pub type Answers = Vec<String>;
 
 /// Errors while compiling or evaluating a query.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[non_exhaustive]
 pub enum QueryError {
     /// The relation is not in the rule base.
     #[error("unknown relation {0:?}")]

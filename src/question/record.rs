@@ -1,7 +1,7 @@
 //! The question record written to `questions.jsonl`: its fields, how a verified proposal fills
 //! them, and PhantomWiki's difficulty.
 
-use super::propose::Proposal;
+use super::slot::Proposal;
 use super::{Anchor, Certificate, Family, Query};
 use crate::relations::relation;
 use serde::{Deserialize, Serialize};

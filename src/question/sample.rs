@@ -30,6 +30,7 @@ pub const BEAM_WIDTH: usize = 8;
 /// How the anchor slot of a bidirectional walk is chosen.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
+#[non_exhaustive]
 pub enum AnchorStrategy {
     /// Uniform over slots 0..=k.
     Uniform,
@@ -70,6 +71,7 @@ impl AnchorStrategy {
 /// How each step of a bidirectional walk is drawn.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
+#[non_exhaustive]
 pub enum Sampler {
     /// PhantomEnvironments' walk: uniform over the (relation, person) pairs that satisfy a
     /// relation from the current person, people already on the path excluded; questions whose

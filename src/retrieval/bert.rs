@@ -17,7 +17,7 @@
 //! depends on the rest of the batch.
 
 use super::RetrievalError;
-use super::encoder::{Encoder, Role};
+use super::encoder::{Encoder, TextKind};
 use candle_core::{DType, Device, Tensor};
 use candle_nn::VarBuilder;
 use candle_transformers::models::bert::{BertModel, Config};
@@ -216,11 +216,11 @@ impl BertEncoder {
         })
     }
 
-    /// The prefix prepended to texts of `role`.
-    pub fn prefix(&self, role: Role) -> &str {
-        match role {
-            Role::Query => &self.query_prefix,
-            Role::Passage => &self.passage_prefix,
+    /// The prefix prepended to texts of `kind`.
+    pub fn prefix(&self, kind: TextKind) -> &str {
+        match kind {
+            TextKind::Query => &self.query_prefix,
+            TextKind::Passage => &self.passage_prefix,
         }
     }
 
@@ -302,8 +302,8 @@ impl Encoder for BertEncoder {
         self.dim
     }
 
-    fn encode(&self, texts: &[&str], role: Role) -> Result<Vec<f32>, RetrievalError> {
-        let prefix = self.prefix(role);
+    fn encode(&self, texts: &[&str], kind: TextKind) -> Result<Vec<f32>, RetrievalError> {
+        let prefix = self.prefix(kind);
         let mut out = vec![0f32; texts.len() * self.dim];
         for (text, row) in texts.iter().zip(out.chunks_exact_mut(self.dim)) {
             if prefix.is_empty() {

@@ -35,7 +35,7 @@ type FeatureMap<V> = HashMap<u64, V, BuildHasherDefault<FeatureHasher>>;
 
 /// Whether a text is a search query or a corpus passage (some models prefix them differently).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Role {
+pub enum TextKind {
     /// A search query.
     Query,
     /// A corpus passage.
@@ -52,7 +52,7 @@ pub trait Encoder: Send + Sync {
     fn dim(&self) -> usize;
     /// Encodes `texts` into `texts.len() * dim()` values (row-major), each row of unit L2 norm,
     /// or all zeros when the text shares no feature with the model's vocabulary.
-    fn encode(&self, texts: &[&str], role: Role) -> Result<Vec<f32>, RetrievalError>;
+    fn encode(&self, texts: &[&str], kind: TextKind) -> Result<Vec<f32>, RetrievalError>;
 }
 
 /// Parameters of the built-in encoder.
@@ -485,7 +485,7 @@ impl Encoder for BuiltinEncoder {
         self.cfg.dim
     }
 
-    fn encode(&self, texts: &[&str], _role: Role) -> Result<Vec<f32>, RetrievalError> {
+    fn encode(&self, texts: &[&str], _kind: TextKind) -> Result<Vec<f32>, RetrievalError> {
         use rayon::prelude::*;
         let d = self.cfg.dim;
         let mut out = vec![0f32; texts.len() * d];
@@ -521,12 +521,12 @@ mod tests {
             "The hobby of Bob Roe is chess.",
         ];
         let enc = BuiltinEncoder::fit(BuiltinConfig::default(), &docs).unwrap();
-        let a = enc.encode(&docs, Role::Passage).unwrap();
-        let b = enc.encode(&docs[1..], Role::Passage).unwrap();
+        let a = enc.encode(&docs, TextKind::Passage).unwrap();
+        let b = enc.encode(&docs[1..], TextKind::Passage).unwrap();
         assert_eq!(&a[enc.dim()..], &b[..]);
         let n: f32 = a[..enc.dim()].iter().map(|x| x * x).sum();
         assert!((n - 1.0).abs() < 1e-5);
-        let z = enc.encode(&["zzzz qqqq"], Role::Query).unwrap();
+        let z = enc.encode(&["zzzz qqqq"], TextKind::Query).unwrap();
         assert!(z.iter().all(|x| *x == 0.0));
     }
 

@@ -13,7 +13,7 @@
 
 use super::RetrievalError;
 use super::docs::Document;
-use super::encoder::{BuiltinConfig, BuiltinEncoder, Encoder, Role};
+use super::encoder::{BuiltinConfig, BuiltinEncoder, Encoder, TextKind};
 use super::flat::FlatIndex;
 use super::hnsw::HnswParams;
 use super::topk::Hit;
@@ -33,6 +33,7 @@ const CHECKSUM_BYTES: u64 = 32;
 
 /// Which encoder to build an index with (parsed from `builtin` or `bert:DIR`).
 #[derive(Clone, Debug, PartialEq)]
+#[non_exhaustive]
 pub enum EncoderChoice {
     /// The built-in hashed TF-IDF encoder with this configuration.
     Builtin(BuiltinConfig),
@@ -84,6 +85,7 @@ pub enum EncoderSpec {
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, Default)]
 #[cfg_attr(feature = "clap", derive(clap::ValueEnum))]
 #[serde(rename_all = "lowercase")]
+#[non_exhaustive]
 pub enum IndexKind {
     /// Exact search over all vectors.
     #[default]
@@ -241,7 +243,7 @@ impl SearchIndex {
         let (encoder, spec, vocab) = make_encoder(choice, &texts)?;
         let mut vectors = Vec::with_capacity(docs.len() * encoder.dim());
         for chunk in texts.chunks(256) {
-            vectors.extend(encoder.encode(chunk, Role::Passage)?);
+            vectors.extend(encoder.encode(chunk, TextKind::Passage)?);
         }
         let flat = FlatIndex::new(encoder.dim(), &vectors)?;
         let header = Header {
@@ -358,7 +360,7 @@ impl SearchIndex {
         if k == 0 {
             return Err(RetrievalError::InvalidK(0));
         }
-        let q = self.encoder.encode(queries, Role::Query)?;
+        let q = self.encoder.encode(queries, TextKind::Query)?;
         self.search_vectors(&q, k)
     }
 

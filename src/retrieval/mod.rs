@@ -19,7 +19,7 @@ pub(crate) mod topk;
 
 pub use docs::Document;
 pub(crate) use docs::TitleLookup;
-pub use encoder::{BuiltinConfig, BuiltinEncoder, Encoder, Role};
+pub use encoder::{BuiltinConfig, BuiltinEncoder, Encoder, TextKind};
 pub use flat::{FlatIndex, RankChecker};
 pub use index_file::{EncoderChoice, IndexKind, SearchIndex};
 /// The canonical score of a query and a row, the one every fast path equals bit for bit.
@@ -36,6 +36,7 @@ pub(crate) fn l2_norm(v: &[f32]) -> f64 {
 
 /// Errors of the retrieval module.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum RetrievalError {
     /// Vector or matrix shapes do not fit together.
     #[error("shape error: {0}")]

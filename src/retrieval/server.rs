@@ -8,7 +8,7 @@
 //! size is clamped to it; malformed JSON, a missing `queries`/`query` or a `topk` of 0 get a 400
 //! with a message.
 //!
-//! Bounds (see [`ServerConfig`]): a request body over `max_body_bytes` or not received within
+//! Bounds (see [`RetrievalServerConfig`]): a request body over `max_body_bytes` or not received within
 //! `body_timeout` is refused (413 / 408); more than `max_hits_per_request` hits (queries x topk)
 //! or a response over `max_response_bytes` is a 413 before any search or serialisation; request
 //! headers must arrive within `header_timeout`. Connections are the server's sessions, bounded
@@ -38,7 +38,7 @@ use tokio::sync::oneshot;
 
 /// Server settings and resource bounds.
 #[derive(Clone, Debug)]
-pub struct ServerConfig {
+pub struct RetrievalServerConfig {
     /// `topk` when a request does not give one.
     pub default_topk: usize,
     /// Most queries encoded and searched together.
@@ -59,9 +59,9 @@ pub struct ServerConfig {
     pub sessions: SessionLimits,
 }
 
-impl Default for ServerConfig {
+impl Default for RetrievalServerConfig {
     fn default() -> Self {
-        ServerConfig {
+        RetrievalServerConfig {
             default_topk: 3,
             max_batch: 256,
             max_queries_per_request: 4096,
@@ -75,7 +75,7 @@ impl Default for ServerConfig {
     }
 }
 
-impl ServerConfig {
+impl RetrievalServerConfig {
     /// Checks that every limit is positive.
     pub fn validate(&self) -> Result<(), RetrievalError> {
         let counts = [
@@ -108,7 +108,7 @@ struct Job {
 
 struct AppState {
     index: Arc<SearchIndex>,
-    cfg: ServerConfig,
+    cfg: RetrievalServerConfig,
     jobs: mpsc::Sender<Job>,
 }
 
@@ -159,7 +159,10 @@ fn batcher(index: Arc<SearchIndex>, max_batch: usize, rx: mpsc::Receiver<Job>) {
 }
 
 /// The HTTP routes over an index; spawns the batcher thread.
-pub fn router(index: Arc<SearchIndex>, cfg: ServerConfig) -> Result<Router, RetrievalError> {
+pub fn router(
+    index: Arc<SearchIndex>,
+    cfg: RetrievalServerConfig,
+) -> Result<Router, RetrievalError> {
     cfg.validate()?;
     let (tx, rx) = mpsc::channel();
     let idx = index.clone();
@@ -185,7 +188,7 @@ pub fn router(index: Arc<SearchIndex>, cfg: ServerConfig) -> Result<Router, Retr
 pub async fn serve(
     listener: tokio::net::TcpListener,
     index: Arc<SearchIndex>,
-    cfg: ServerConfig,
+    cfg: RetrievalServerConfig,
 ) -> Result<(), RetrievalError> {
     let limits = crate::sessions::ConnectionLimits {
         sessions: cfg.sessions.clone(),

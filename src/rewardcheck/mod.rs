@@ -230,6 +230,7 @@ impl RewardInput {
 
 /// Why a reward function could not be checked (not a property failure).
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum RewardError {
     /// The command could not be started.
     #[error("could not start the reward command {command:?}: {source}")]

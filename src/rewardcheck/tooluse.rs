@@ -104,7 +104,7 @@ impl ToolCaseSource {
     /// `None` for a property that is not a tool-use one.
     pub fn case(&self, property: Property, index: usize) -> crate::Result<Option<ToolCase>> {
         let w = &self.tasks[index % self.tasks.len()];
-        let oracle = rulegen::oracle_script(&w.task).map_err(replay_error)?;
+        let oracle = rulegen::oracle_script(&w.task)?;
         let is_call =
             |s: &ScriptStep, name: &str| matches!(s, ScriptStep::Call { tool, .. } if tool == name);
         let steps: Vec<ScriptStep> = match property {
@@ -143,7 +143,7 @@ impl ToolCaseSource {
                 .compile(ValidateOptions::default())
                 .map_err(|e| crate::Error::Config(format!("task {}: {e}", w.task.id)))?,
         );
-        let episode = rulegen::replay(world, self.scorer.clone(), &steps).map_err(replay_error)?;
+        let episode = rulegen::replay(world, self.scorer.clone(), &steps)?;
         Ok(Some(ToolCase {
             property,
             task: w.task.clone(),
@@ -158,10 +158,6 @@ impl ToolCaseSource {
     }
 }
 
-fn replay_error(e: rulegen::RuleGenError) -> crate::Error {
-    crate::Error::Config(format!("replaying a reward-check trajectory: {e}"))
-}
-
 /// rulegym's rubric reward of a conversation on `task` (the facts rebuilt from the messages,
 /// as `rulegym tools score` does).
 pub fn exact_rubric_reward(
@@ -171,9 +167,7 @@ pub fn exact_rubric_reward(
 ) -> crate::Result<f64> {
     let world = Arc::new(task.clone().compile(ValidateOptions::default())?);
     let trajectory = crate::tooluse::env::trajectory_from_messages(&world, messages)?;
-    Ok(scorer
-        .score(&world.task, &world.program, &trajectory, None)?
-        .reward)
+    Ok(scorer.score(&world.program, &trajectory, None)?.reward)
 }
 
 /// Runs the tool-use properties against `reward` on `cases` trajectories (spread over the four

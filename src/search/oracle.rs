@@ -301,7 +301,7 @@ fn retrieves_all(
             Some(checker) => {
                 let queries = index
                     .encoder()
-                    .encode(&texts, crate::retrieval::Role::Query)?;
+                    .encode(&texts, crate::retrieval::TextKind::Query)?;
                 let targets: Vec<&[u32]> = targets.iter().map(Vec::as_slice).collect();
                 found.extend(checker.all_in_top_k(&queries, &targets, k)?);
             }

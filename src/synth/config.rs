@@ -1,6 +1,6 @@
 //! The pipeline's settings: [`PipelineConfig`] and the rubric [`Extraction`] mode.
 
-use super::{PipelineError, Stage, UserKind, preset, valid_item_id};
+use super::{PipelineError, SynthStage, UserKind, preset, valid_item_id};
 use serde::{Deserialize, Serialize};
 use std::path::PathBuf;
 
@@ -60,7 +60,7 @@ pub struct PipelineConfig {
     /// Model of the tool and user simulators (default: `model`).
     pub sim_model: Option<String>,
     /// Stages to run, in pipeline order (each reads the previous stage's file in `out`).
-    pub stages: Vec<Stage>,
+    pub stages: Vec<SynthStage>,
     /// Items processed at once (worker threads).
     pub concurrency: usize,
     /// Teacher rollouts per task (at least 2).
@@ -97,7 +97,7 @@ impl Default for PipelineConfig {
             replay_only: false,
             model: "model".into(),
             sim_model: None,
-            stages: Stage::ALL.to_vec(),
+            stages: SynthStage::ALL.to_vec(),
             concurrency: 4,
             rollouts: 2,
             extraction: Extraction::Joint,

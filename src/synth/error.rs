@@ -6,6 +6,7 @@ use crate::tooluse::rubric::RubricError;
 /// Errors of the pipeline (an item's invalid LLM answer is not an error: it is a
 /// [`Reject`](super::Reject)).
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum PipelineError {
     /// The configuration is unusable.
     #[error("synth pipeline config: {0}")]

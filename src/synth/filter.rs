@@ -7,9 +7,9 @@
 
 use super::parse::{Reject, RejectReason};
 use super::runner::{io_error, out_path, write_atomic};
-use super::{Ctx, ItemError, Outcome, PipelineError, Stage, SynthItem, missing};
-use crate::tooluse::rubric::{ItemStatus, RubricProgram};
-use crate::tooluse::simulator::{MappingConfig, MappingSimulator};
+use super::{Ctx, ItemError, Outcome, PipelineError, SynthItem, SynthStage, missing};
+use crate::tooluse::mock_tools::{MappingConfig, MappingSimulator};
+use crate::tooluse::rubric::ItemStatus;
 use crate::tooluse::task::ItemKind;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeSet;
@@ -35,12 +35,12 @@ pub(super) fn run(ctx: &Ctx, item: &SynthItem) -> Result<Outcome, ItemError> {
     let rubric = item
         .rubric
         .clone()
-        .ok_or_else(|| missing(Stage::Filter, "rubric"))?;
+        .ok_or_else(|| missing(SynthStage::Filter, "rubric"))?;
     if item.rollouts.is_empty() {
-        return Err(missing(Stage::Filter, "rollouts"));
+        return Err(missing(SynthStage::Filter, "rollouts"));
     }
     let task = item.to_task(rubric, ctx.config.max_turns);
-    let program = match RubricProgram::compile(&task) {
+    let program = match task.rubric_program() {
         Ok(p) => p,
         Err(e) => return Ok(Err(Reject::new(RejectReason::RuleRejected, e.to_string()))),
     };
@@ -54,7 +54,7 @@ pub(super) fn run(ctx: &Ctx, item: &SynthItem) -> Result<Outcome, ItemError> {
     };
     let mut failed_items = Vec::new();
     for (i, rollout) in item.rollouts.iter().enumerate() {
-        let result = match scorer.score(&task, &program, &rollout.trajectory, None) {
+        let result = match scorer.score(&program, &rollout.trajectory, None) {
             Ok(r) => r,
             Err(e) => {
                 let detail = format!("rollout {i}: {e}");
@@ -117,8 +117,8 @@ pub(super) fn write_outputs(ctx: &Ctx, items: &[SynthItem]) -> Result<usize, Pip
     let out = &ctx.config.out;
     let mut lines = String::new();
     let bad = |message: String| PipelineError::Input {
-        stage: Stage::Filter.name(),
-        message: format!("{}: {message}", out_path(out, Stage::Filter).display()),
+        stage: SynthStage::Filter.name(),
+        message: format!("{}: {message}", out_path(out, SynthStage::Filter).display()),
     };
     for item in items {
         // The id names a file under `mappings/`: one from an edited stage file must not escape.

@@ -3,14 +3,14 @@
 //! keeps or recomputes it.
 
 use super::{
-    Extraction, PIPELINE_VERSION, PipelineConfig, PipelineError, Prompt, Stage, SynthItem, filter,
-    json_line, prompt, rubric_extract,
+    Extraction, PIPELINE_VERSION, PipelineConfig, PipelineError, Prompt, SynthItem, SynthStage,
+    filter, json_line, prompt, rubric_extract,
 };
 
 /// What `stage`'s records depend on besides their input record, as one canonical JSON line:
 /// the pipeline version, the stage's prompt (version and SHA-256 of its text; the filter's rule
 /// version) and exactly the settings the stage reads.
-pub(crate) fn stage_key(config: &PipelineConfig, stage: Stage) -> String {
+pub(crate) fn stage_key(config: &PipelineConfig, stage: SynthStage) -> String {
     let prompt = |p: &Prompt| {
         serde_json::json!({
             "version": p.version,
@@ -23,14 +23,14 @@ pub(crate) fn stage_key(config: &PipelineConfig, stage: Stage) -> String {
         "max_tokens": c.max_tokens,
     });
     let (prompt, settings) = match stage {
-        Stage::Draft => (prompt(&prompt::DRAFT), generate),
-        Stage::Tools => (prompt(&prompt::TOOLS), generate),
-        Stage::Rewrite => {
+        SynthStage::Draft => (prompt(&prompt::DRAFT), generate),
+        SynthStage::Tools => (prompt(&prompt::TOOLS), generate),
+        SynthStage::Rewrite => {
             let mut s = generate;
             s["max_turns"] = c.max_turns.into();
             (prompt(&prompt::REWRITE), s)
         }
-        Stage::Rollouts => (
+        SynthStage::Rollouts => (
             prompt(&prompt::TEACHER),
             serde_json::json!({
                 "model": c.model, "sim_model": c.sim_model(),
@@ -39,7 +39,7 @@ pub(crate) fn stage_key(config: &PipelineConfig, stage: Stage) -> String {
                 "max_tool_error_fraction": c.max_tool_error_fraction,
             }),
         ),
-        Stage::Rubric => {
+        SynthStage::Rubric => {
             let mut s = generate;
             s["max_turns"] = c.max_turns.into();
             // Only a non-default mode is named, so records of runs made before the setting
@@ -50,7 +50,7 @@ pub(crate) fn stage_key(config: &PipelineConfig, stage: Stage) -> String {
             }
             (prompt(&prompt::RUBRIC), s)
         }
-        Stage::Filter => (
+        SynthStage::Filter => (
             serde_json::json!({"version": filter::VERSION}),
             serde_json::json!({
                 "max_turns": c.max_turns, "min_workflow_coverage": c.min_workflow_coverage,
@@ -69,7 +69,7 @@ pub(crate) fn stage_key(config: &PipelineConfig, stage: Stage) -> String {
 /// key and the input record's JSON.
 pub fn fingerprint(
     config: &PipelineConfig,
-    stage: Stage,
+    stage: SynthStage,
     input: &SynthItem,
 ) -> Result<String, PipelineError> {
     fingerprint_with(&stage_key(config, stage), input)

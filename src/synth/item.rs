@@ -2,7 +2,7 @@
 //! seed it.
 
 use super::{PipelineError, Rollout, Verdict, draft, tool_check};
-use crate::tooluse::simulator::MappingEntry;
+use crate::tooluse::mock_tools::MappingEntry;
 use crate::tooluse::task::{HiddenContext, Rubric, Task, ToolSpec};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeSet;

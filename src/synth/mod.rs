@@ -71,7 +71,7 @@ pub use parse::{Reject, RejectReason};
 pub use pipeline::{PIPELINE_VERSION, PipelineReport, StageSummary, SynthEvent, run, run_observed};
 pub use prompt::{PROMPTS, Prompt};
 pub use rollout::Rollout;
-pub use stage::Stage;
+pub use stage::SynthStage;
 
 /// How the simulated user of teacher rollouts answers (the pipeline's default is the LLM user).
 pub use crate::tooluse::user::UserKind;

@@ -2,7 +2,7 @@
 //! runner is `runner.rs`) and report what each did.
 
 use super::{
-    Ctx, PipelineConfig, PipelineError, Stage, SynthItem, filter, read_personas, runner,
+    Ctx, PipelineConfig, PipelineError, SynthItem, SynthStage, filter, read_personas, runner,
     valid_item_id,
 };
 use crate::llm::LlmBackend;
@@ -54,14 +54,14 @@ pub enum SynthEvent {
     /// A stage starts on `items` items (those an earlier run into the same output left to do).
     Started {
         /// The stage.
-        stage: Stage,
+        stage: SynthStage,
         /// Items to process.
         items: usize,
     },
     /// One item of the running stage is done (kept, rejected or failed).
     Item,
     /// The running stage finished.
-    Finished(Stage),
+    Finished(SynthStage),
 }
 
 /// Runs the configured stages. `inner` answers requests that are not in the cache (ignored, and
@@ -82,7 +82,10 @@ pub fn run_observed(
     observe: &mut dyn FnMut(SynthEvent),
 ) -> Result<PipelineReport, PipelineError> {
     config.validate()?;
-    if inner.is_none() && !config.replay_only && config.stages.iter().any(|&s| s != Stage::Filter) {
+    if inner.is_none()
+        && !config.replay_only
+        && config.stages.iter().any(|&s| s != SynthStage::Filter)
+    {
         return Err(PipelineError::Config(
             "no LLM backend given (use replay-only mode to run from the cache alone)".into(),
         ));
@@ -109,7 +112,7 @@ pub fn run_observed(
         report.stages.push(summary);
         items = Some(kept);
     }
-    if config.stages.contains(&Stage::Filter) {
+    if config.stages.contains(&SynthStage::Filter) {
         let tasks = filter::write_outputs(&ctx, items.as_deref().unwrap_or_default())?;
         report.tasks = Some(tasks);
         runner::write_manifest(&ctx, &report)?;
@@ -120,10 +123,13 @@ pub fn run_observed(
 /// The input of `stage` when it is the first one run: personas, or the previous stage's file.
 fn stage_input(
     config: &PipelineConfig,
-    stage: Stage,
+    stage: SynthStage,
     personas: Option<&Path>,
 ) -> Result<Vec<SynthItem>, PipelineError> {
-    let index = Stage::ALL.iter().position(|&s| s == stage).unwrap_or(0);
+    let index = SynthStage::ALL
+        .iter()
+        .position(|&s| s == stage)
+        .unwrap_or(0);
     if index == 0 {
         let path = personas.ok_or_else(|| PipelineError::Input {
             stage: stage.name(),
@@ -131,7 +137,7 @@ fn stage_input(
         })?;
         return read_personas(path, &config.id_prefix);
     }
-    let previous = Stage::ALL[index - 1];
+    let previous = SynthStage::ALL[index - 1];
     let path = runner::out_path(&config.out, previous);
     if !path.exists() {
         return Err(PipelineError::Input {

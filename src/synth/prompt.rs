@@ -123,7 +123,7 @@ pub(crate) fn ask_seeded(
 
 /// A JSON value as the one-line canonical text used in prompts.
 pub(crate) fn json_line(value: &serde_json::Value) -> String {
-    crate::tooluse::simulator::canonical_json(value)
+    crate::tooluse::mock_tools::canonical_json(value)
 }
 
 /// A numbered list, one line per entry (`1. ...`), as prompts show workflows.

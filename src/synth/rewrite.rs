@@ -6,7 +6,7 @@
 use super::parse::{Reject, RejectReason, answer};
 use super::prompt::{REWRITE, ask};
 use super::rollout::scaffold_rubric;
-use super::{Ctx, ItemError, Outcome, Stage, SynthItem, missing, numbered};
+use super::{Ctx, ItemError, Outcome, SynthItem, SynthStage, missing, numbered};
 use crate::tooluse::task::{HiddenContext, Slot, ValidateOptions, valid_ident};
 use crate::tooluse::user::revealed_slots;
 use serde::Deserialize;
@@ -28,7 +28,7 @@ pub const MAX_INSTRUCTION_CHARS: usize = 400;
 
 pub(super) fn run(ctx: &Ctx, item: &SynthItem) -> Result<Outcome, ItemError> {
     if item.tools.is_empty() || item.workflow.is_empty() {
-        return Err(missing(Stage::Rewrite, "tools or workflow"));
+        return Err(missing(SynthStage::Rewrite, "tools or workflow"));
     }
     let tools: Vec<String> = item
         .tools

@@ -10,11 +10,11 @@
 
 use super::parse::{Reject, RejectReason};
 use super::prompt::TEACHER;
-use super::{Ctx, ItemError, Outcome, Stage, SynthItem, missing};
+use super::{Ctx, ItemError, Outcome, SynthItem, SynthStage, missing};
 use crate::llm::{ChatMessage, ChatRequest, ChatResponse, LlmBackend, LlmError};
 use crate::tooluse::env::{Protocol, ToolEnv, ToolEnvConfig, play_episode};
+use crate::tooluse::mock_tools::{MappingConfig, MappingSimulator};
 use crate::tooluse::rubric::{Event, Trajectory};
-use crate::tooluse::simulator::{MappingConfig, MappingSimulator};
 use crate::tooluse::task::{Rubric, RubricItem, ValidateOptions};
 use serde::{Deserialize, Serialize};
 use std::sync::Arc;
@@ -85,7 +85,10 @@ fn call_counts(trajectory: &Trajectory) -> (usize, usize) {
 
 pub(super) fn run(ctx: &Ctx, item: &SynthItem) -> Result<Outcome, ItemError> {
     if item.instruction.is_empty() || item.hidden_context.is_none() {
-        return Err(missing(Stage::Rollouts, "instruction or hidden_context"));
+        return Err(missing(
+            SynthStage::Rollouts,
+            "instruction or hidden_context",
+        ));
     }
     let config = &ctx.config;
     let task = item.to_task(scaffold_rubric(), config.max_turns);

@@ -30,11 +30,13 @@
 
 use super::parse::{Reject, RejectReason, answer};
 use super::prompt::{RUBRIC, ask_seeded};
-use super::{Ctx, Extraction, ItemError, Outcome, Stage, SynthItem, json_line, missing, numbered};
+use super::{
+    Ctx, Extraction, ItemError, Outcome, SynthItem, SynthStage, json_line, missing, numbered,
+};
 use crate::engine::{Term, read_term};
 use crate::llm::ChatResponse;
 use crate::tooluse::rubric::check::RUBRIC_LIMITS;
-use crate::tooluse::rubric::{Event, RubricProgram, RubricScorer, Trajectory};
+use crate::tooluse::rubric::{Event, RubricScorer, Trajectory};
 use crate::tooluse::task::{Rubric, RubricItem, ValidateOptions};
 use serde::Deserialize;
 use serde_json::Value;
@@ -106,13 +108,13 @@ pub(super) fn run(ctx: &Ctx, item: &SynthItem) -> Result<Outcome, ItemError> {
     let forbidden = item
         .forbidden
         .as_ref()
-        .ok_or_else(|| missing(Stage::Rubric, "forbidden"))?;
+        .ok_or_else(|| missing(SynthStage::Rubric, "forbidden"))?;
     let hidden = item
         .hidden_context
         .as_ref()
-        .ok_or_else(|| missing(Stage::Rubric, "hidden_context"))?;
+        .ok_or_else(|| missing(SynthStage::Rubric, "hidden_context"))?;
     if item.rollouts.is_empty() {
-        return Err(missing(Stage::Rubric, "rollouts"));
+        return Err(missing(SynthStage::Rubric, "rollouts"));
     }
     let tools: Vec<String> = item
         .tools
@@ -197,7 +199,7 @@ fn per_trajectory(
         .filter(|(_, r)| r.usable)
         .collect();
     if usable.is_empty() {
-        return Err(missing(Stage::Rubric, "usable rollouts"));
+        return Err(missing(SynthStage::Rubric, "usable rollouts"));
     }
     let n = usable.len();
     let mut answers = Vec::with_capacity(n);
@@ -312,7 +314,8 @@ fn verify(
     rubric: &Rubric,
 ) -> Result<(), Box<Reject>> {
     let task = item.to_task(rubric.clone(), ctx.config.max_turns);
-    let program = RubricProgram::compile(&task)
+    let program = task
+        .rubric_program()
         .map_err(|e| Reject::new(RejectReason::RuleRejected, e.to_string()))?;
     task.validate(ValidateOptions::default())
         .map_err(|e| Reject::new(RejectReason::InvalidRubric, e.to_string()))?;

@@ -10,7 +10,8 @@
 
 use super::parse::Reject;
 use super::{
-    Ctx, ItemError, Outcome, PipelineError, PipelineReport, Stage, StageSummary, SynthItem, process,
+    Ctx, ItemError, Outcome, PipelineError, PipelineReport, StageSummary, SynthItem, SynthStage,
+    process,
 };
 use serde::Serialize;
 use serde::de::DeserializeOwned;
@@ -21,12 +22,12 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
 /// `OUT/<stage>.jsonl`.
-pub(crate) fn out_path(out: &Path, stage: Stage) -> PathBuf {
+pub(crate) fn out_path(out: &Path, stage: SynthStage) -> PathBuf {
     out.join(format!("{}.jsonl", stage.name()))
 }
 
 /// `OUT/<stage>.rejects.jsonl`.
-pub(crate) fn rejects_path(out: &Path, stage: Stage) -> PathBuf {
+pub(crate) fn rejects_path(out: &Path, stage: SynthStage) -> PathBuf {
     out.join(format!("{}.rejects.jsonl", stage.name()))
 }
 
@@ -178,7 +179,7 @@ fn open_append(path: &Path) -> Result<std::fs::File, PipelineError> {
 /// The fingerprint each input item's record of `stage` must have, by id.
 fn expected_fingerprints(
     config: &super::PipelineConfig,
-    stage: Stage,
+    stage: SynthStage,
     input: &[SynthItem],
 ) -> Result<BTreeMap<String, String>, PipelineError> {
     let key = super::stage_key(config, stage);
@@ -226,7 +227,7 @@ fn prune(
 /// returns the stage's kept items in input order and its summary.
 pub(crate) fn run_stage(
     ctx: &Ctx,
-    stage: Stage,
+    stage: SynthStage,
     input: Vec<SynthItem>,
     observe: &mut dyn FnMut(super::SynthEvent),
 ) -> Result<(Vec<SynthItem>, StageSummary), PipelineError> {
@@ -236,7 +237,7 @@ pub(crate) fn run_stage(
     let mut done: BTreeSet<String> = BTreeSet::new();
     let (mut recomputed, mut orphaned) = (0, 0);
     for path in [&out, &rej] {
-        let (s, o) = prune(path, &expected, stage == Stage::Filter, &mut done)?;
+        let (s, o) = prune(path, &expected, stage == SynthStage::Filter, &mut done)?;
         recomputed += s;
         orphaned += o;
     }
@@ -294,12 +295,15 @@ pub(crate) fn run_stage(
 /// checked). Files that do not exist are skipped (the first stage reports a missing input).
 pub(crate) fn check_upstream(
     config: &super::PipelineConfig,
-    first: Stage,
+    first: SynthStage,
 ) -> Result<(), PipelineError> {
-    let upto = Stage::ALL.iter().position(|&s| s == first).unwrap_or(0);
+    let upto = SynthStage::ALL
+        .iter()
+        .position(|&s| s == first)
+        .unwrap_or(0);
     for k in 0..upto {
-        let stage = Stage::ALL[k];
-        if stage == Stage::Filter {
+        let stage = SynthStage::ALL[k];
+        if stage == SynthStage::Filter {
             continue;
         }
         let out = out_path(&config.out, stage);
@@ -315,7 +319,7 @@ pub(crate) fn check_upstream(
                 .collect();
             (expected_fingerprints(config, stage, &personas)?, vec![out])
         } else {
-            let previous = out_path(&config.out, Stage::ALL[k - 1]);
+            let previous = out_path(&config.out, SynthStage::ALL[k - 1]);
             if !previous.exists() {
                 continue;
             }
@@ -346,7 +350,7 @@ pub(crate) fn check_upstream(
 }
 
 /// Counts of a stage's files (input and processed are left 0).
-fn summarize(ctx: &Ctx, stage: Stage) -> Result<StageSummary, PipelineError> {
+fn summarize(ctx: &Ctx, stage: SynthStage) -> Result<StageSummary, PipelineError> {
     let out = out_path(&ctx.config.out, stage);
     let rej = rejects_path(&ctx.config.out, stage);
     let kept = read_lines(&out)?.len();
@@ -377,7 +381,7 @@ fn summarize(ctx: &Ctx, stage: Stage) -> Result<StageSummary, PipelineError> {
 pub(crate) fn write_manifest(ctx: &Ctx, report: &PipelineReport) -> Result<(), PipelineError> {
     let c = &ctx.config;
     let mut stages = Vec::new();
-    for stage in Stage::ALL {
+    for stage in SynthStage::ALL {
         if out_path(&c.out, stage).exists() {
             let s = summarize(ctx, stage)?;
             stages.push(serde_json::json!({

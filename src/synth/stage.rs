@@ -15,7 +15,7 @@ use std::sync::{Arc, OnceLock};
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
 #[cfg_attr(feature = "clap", derive(clap::ValueEnum))]
 #[serde(rename_all = "lowercase")]
-pub enum Stage {
+pub enum SynthStage {
     /// Persona -> task, workflow, tools, forbidden behaviour.
     Draft,
     /// Tool check.
@@ -30,32 +30,32 @@ pub enum Stage {
     Filter,
 }
 
-impl Stage {
+impl SynthStage {
     /// Every stage in order.
-    pub const ALL: [Stage; 6] = [
-        Stage::Draft,
-        Stage::Tools,
-        Stage::Rewrite,
-        Stage::Rollouts,
-        Stage::Rubric,
-        Stage::Filter,
+    pub const ALL: [SynthStage; 6] = [
+        SynthStage::Draft,
+        SynthStage::Tools,
+        SynthStage::Rewrite,
+        SynthStage::Rollouts,
+        SynthStage::Rubric,
+        SynthStage::Filter,
     ];
 
     /// The stage's name (also its file name stem).
     pub fn name(self) -> &'static str {
         match self {
-            Stage::Draft => "draft",
-            Stage::Tools => "tools",
-            Stage::Rewrite => "rewrite",
-            Stage::Rollouts => "rollouts",
-            Stage::Rubric => "rubric",
-            Stage::Filter => "filter",
+            SynthStage::Draft => "draft",
+            SynthStage::Tools => "tools",
+            SynthStage::Rewrite => "rewrite",
+            SynthStage::Rollouts => "rollouts",
+            SynthStage::Rubric => "rubric",
+            SynthStage::Filter => "filter",
         }
     }
 
     /// Parses a stage name.
-    pub fn parse(name: &str) -> Result<Stage, PipelineError> {
-        Stage::ALL
+    pub fn parse(name: &str) -> Result<SynthStage, PipelineError> {
+        SynthStage::ALL
             .into_iter()
             .find(|s| s.name() == name.trim())
             .ok_or_else(|| {
@@ -69,12 +69,12 @@ impl Stage {
     /// filter's code version.
     pub fn version(self) -> &'static str {
         match self {
-            Stage::Draft => prompt::DRAFT.version,
-            Stage::Tools => prompt::TOOLS.version,
-            Stage::Rewrite => prompt::REWRITE.version,
-            Stage::Rollouts => prompt::TEACHER.version,
-            Stage::Rubric => prompt::RUBRIC.version,
-            Stage::Filter => filter::VERSION,
+            SynthStage::Draft => prompt::DRAFT.version,
+            SynthStage::Tools => prompt::TOOLS.version,
+            SynthStage::Rewrite => prompt::REWRITE.version,
+            SynthStage::Rollouts => prompt::TEACHER.version,
+            SynthStage::Rubric => prompt::RUBRIC.version,
+            SynthStage::Filter => filter::VERSION,
         }
     }
 }
@@ -116,17 +116,17 @@ pub(crate) type ItemError = String;
 /// Runs one stage on one item; the record it writes carries `fingerprint`.
 pub(crate) fn process(
     ctx: &Ctx,
-    stage: Stage,
+    stage: SynthStage,
     item: &SynthItem,
     fingerprint: &str,
 ) -> Result<Outcome, ItemError> {
     let mut outcome = match stage {
-        Stage::Draft => draft::run(ctx, item),
-        Stage::Tools => tool_check::run(ctx, item),
-        Stage::Rewrite => rewrite::run(ctx, item),
-        Stage::Rollouts => rollout::run(ctx, item),
-        Stage::Rubric => rubric_extract::run(ctx, item),
-        Stage::Filter => filter::run(ctx, item),
+        SynthStage::Draft => draft::run(ctx, item),
+        SynthStage::Tools => tool_check::run(ctx, item),
+        SynthStage::Rewrite => rewrite::run(ctx, item),
+        SynthStage::Rollouts => rollout::run(ctx, item),
+        SynthStage::Rubric => rubric_extract::run(ctx, item),
+        SynthStage::Filter => filter::run(ctx, item),
     }?;
     match &mut outcome {
         Ok(next) => {
@@ -144,7 +144,7 @@ pub(crate) fn process(
 }
 
 /// The error for a record that lacks what an earlier stage should have filled.
-pub(crate) fn missing(stage: Stage, field: &str) -> ItemError {
+pub(crate) fn missing(stage: SynthStage, field: &str) -> ItemError {
     format!(
         "stage {}: the record has no {field} (run the earlier stages first)",
         stage.name()

@@ -6,7 +6,7 @@
 use super::draft::check_tool;
 use super::parse::{Reject, RejectReason, answer};
 use super::prompt::{TOOLS, ask};
-use super::{Ctx, ItemError, Outcome, Stage, SynthItem, json_line, missing, numbered};
+use super::{Ctx, ItemError, Outcome, SynthItem, SynthStage, json_line, missing, numbered};
 use crate::tooluse::task::{ToolBackend, ToolKind, ToolSpec};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -51,9 +51,9 @@ pub(super) fn run(ctx: &Ctx, item: &SynthItem) -> Result<Outcome, ItemError> {
     let forbidden = item
         .forbidden
         .as_ref()
-        .ok_or_else(|| missing(Stage::Tools, "forbidden"))?;
+        .ok_or_else(|| missing(SynthStage::Tools, "forbidden"))?;
     if item.draft_tools.is_empty() {
-        return Err(missing(Stage::Tools, "draft_tools"));
+        return Err(missing(SynthStage::Tools, "draft_tools"));
     }
     let tools = serde_json::to_value(&item.draft_tools).map_err(|e| e.to_string())?;
     let response = ask(

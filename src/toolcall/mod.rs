@@ -2,7 +2,7 @@
 //! every protocol that serves it (MCP, OpenEnv, TRL's `environment_factory`, verifiers, verl,
 //! SkyRL).
 //!
-//! A [`ToolSession`] lists its tools ([`ToolSpec`]: name, description, JSON input schema), runs
+//! A [`ToolSession`] lists its tools ([`SessionTool`]: name, description, JSON input schema), runs
 //! `call(name, arguments)` to an [`Outcome`] (the text the agent sees, structured data, the
 //! reward and whether the episode ended) or a typed [`ToolFault`] (nothing happened), and says
 //! what the agent is told at the start ([`ToolSession::instructions`]). Three kinds:
@@ -63,7 +63,7 @@ pub mod limits {
 
 /// A tool as a session lists it.
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
-pub struct ToolSpec {
+pub struct SessionTool {
     /// The tool's name.
     pub name: String,
     /// What it does.
@@ -93,6 +93,7 @@ pub struct Outcome {
 
 /// Why a tool call was not carried out; the episode is unchanged and no turn was taken.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[non_exhaustive]
 pub enum ToolFault {
     /// The session has no tool of this name.
     #[error("unknown tool {name:?} (tools: {known})")]
@@ -238,7 +239,7 @@ impl ToolSession {
     }
 
     /// The tools this session offers.
-    pub fn tools(&self) -> Vec<ToolSpec> {
+    pub fn tools(&self) -> Vec<SessionTool> {
         match &self.inner {
             Inner::Search(s) => s.tools(),
             Inner::Task(t) => t.tools(),

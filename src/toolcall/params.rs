@@ -2,7 +2,7 @@
 //! checks a call's arguments pass are both read from the same [`Param`]s.
 
 use super::limits::MAX_TEXT_CHARS;
-use super::{ToolFault, ToolSpec};
+use super::{SessionTool, ToolFault};
 use serde_json::{Map, Value, json};
 
 /// What an argument holds.
@@ -63,7 +63,7 @@ pub(crate) const fn text(name: &'static str, description: &'static str) -> Param
 impl BuiltinTool {
     /// The tool as a session lists it: the input schema has each argument's type, description
     /// and bounds, the required ones, and no other properties.
-    pub fn spec(&self) -> ToolSpec {
+    pub fn spec(&self) -> SessionTool {
         let mut properties = Map::new();
         for p in self.params {
             let schema = match p.kind {
@@ -93,7 +93,7 @@ impl BuiltinTool {
             input_schema.insert("required".into(), json!(required));
         }
         input_schema.insert("additionalProperties".into(), json!(false));
-        ToolSpec {
+        SessionTool {
             name: self.name.to_owned(),
             description: self.description.to_owned(),
             input_schema,

@@ -7,7 +7,7 @@
 
 use super::limits::{DEFAULT_K, DEFAULT_PAGE, MAX_K, MAX_PAGE};
 use super::params::{BuiltinTool, Param, ParamKind, text};
-use super::{Outcome, ToolFault, ToolSpec};
+use super::{Outcome, SessionTool, ToolFault};
 use crate::question::Question;
 use crate::retrieval::{Document, SearchIndex};
 use crate::search::session::{Reply, SearchSession};
@@ -263,7 +263,7 @@ impl SearchCalls {
         }
     }
 
-    pub(super) fn tools(&self) -> Vec<ToolSpec> {
+    pub(super) fn tools(&self) -> Vec<SessionTool> {
         self.table().iter().map(BuiltinTool::spec).collect()
     }
 

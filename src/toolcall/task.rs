@@ -4,7 +4,7 @@
 
 use super::limits::MAX_ARGS_BYTES;
 use super::params::{BuiltinTool, Param, ParamKind, text};
-use super::{Outcome, ToolFault, ToolSpec};
+use super::{Outcome, SessionTool, ToolFault};
 use crate::env::{Environment, Step};
 use crate::llm::{ChatMessage, Role};
 use crate::tooluse::env::{Protocol, ToolEnv, openai_call, system_prompt};
@@ -71,8 +71,8 @@ impl TaskCalls {
         &self.env.task().task.instruction
     }
 
-    pub(super) fn tools(&self) -> Vec<ToolSpec> {
-        let own = self.env.task().task.tools.iter().map(|t| ToolSpec {
+    pub(super) fn tools(&self) -> Vec<SessionTool> {
+        let own = self.env.task().task.tools.iter().map(|t| SessionTool {
             name: t.name.clone(),
             description: t.description.clone(),
             input_schema: match &t.parameters {

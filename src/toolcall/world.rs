@@ -21,6 +21,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 /// Why a world could not be loaded, or a request named nothing it holds.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[non_exhaustive]
 pub enum WorldError {
     /// The dataset has no questions, or the task file no tasks.
     #[error("nothing to serve: {0}")]

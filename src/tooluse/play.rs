@@ -3,13 +3,12 @@
 //! simulators and the judge, every exchange recorded in one cache, episodes in parallel, each
 //! task's world shared through the [`Simulation`].
 
-use super::env::{Episode, Protocol, ToolEnvConfig, play_episode};
+use super::env::{Episode, ToolEnvConfig, play_episode};
 use super::rubric::judge::LlmJudge;
 use super::rubric::{ItemJudge, RubricScorer, ScoreConfig};
 use super::simulation::{Simulation, SimulationConfig};
 use super::task::{Task, ValidateOptions};
 use crate::llm::{ClientConfig, recorded};
-use crate::preset::{EnvPreset, Shipped, Stage};
 use std::sync::Arc;
 
 /// What [`play`] runs.
@@ -81,29 +80,6 @@ impl PlayReport {
         }
         lines
     }
-}
-
-/// The episodes' settings: the defaults, then the environment preset `preset` at `stage` (e.g.
-/// `synthagent`: Hermes, 16 turns, 13,000 response tokens), then an explicit protocol and turn
-/// cap; checked.
-pub fn env_config(
-    preset: Option<&str>,
-    stage: Stage,
-    protocol: Option<Protocol>,
-    max_turns: Option<u32>,
-) -> crate::Result<ToolEnvConfig> {
-    let mut env = match preset {
-        Some(name) => EnvPreset::named(name)?.tooluse(stage)?,
-        None => ToolEnvConfig::default(),
-    };
-    if let Some(protocol) = protocol {
-        env.protocol = protocol;
-    }
-    if let Some(t) = max_turns {
-        env.max_turns = t;
-    }
-    env.validate()?;
-    Ok(env)
 }
 
 /// Plays `config.model` through every task (in parallel, `config.concurrency` at once).

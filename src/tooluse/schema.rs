@@ -13,6 +13,7 @@ pub const MAX_DEPTH: usize = 64;
 
 /// Errors from compiling a schema or validating a value.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
 pub enum SchemaError {
     /// The schema itself is malformed or uses an unsupported keyword.
     #[error("invalid schema at {path}: {message}")]

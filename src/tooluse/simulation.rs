@@ -14,8 +14,8 @@
 //! reaches an LLM must name the directory its answers are recorded in.
 
 use super::env::{ToolEnv, ToolEnvConfig};
+use super::mock_tools::{MappingConfig, MappingSimulator, SimError};
 use super::rubric::RubricScorer;
-use super::simulator::{MappingConfig, MappingSimulator, SimError};
 use super::user::{RuleUser, UserKind, UserSimulator};
 use crate::llm::{ClientConfig, LlmBackend, LlmError, SchemaFormat, recorded};
 use crate::tooluse::task::{CompiledTask, Task};

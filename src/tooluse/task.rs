@@ -6,21 +6,17 @@
 //! Parsing is strict (`deny_unknown_fields`) and [`Task::validate`] checks everything a run relies
 //! on, with errors that name the task and the JSON path of the problem.
 
-use super::rubric::RubricProgram;
+use super::rubric::{Brief, RubricError, RubricProgram};
+pub use super::rubric::{ItemKind, Record, Rubric, RubricItem, WorldState};
 use super::schema::{Schema, SchemaError};
 use serde::{Deserialize, Serialize};
-use serde_json::{Map, Value};
+use serde_json::Value;
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 
-/// A record of the world state: a JSON object.
-pub type Record = Map<String, Value>;
-
-/// The world state: table name -> record key -> record.
-pub type WorldState = BTreeMap<String, BTreeMap<String, Record>>;
-
 /// Errors from loading or validating tasks.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum TaskError {
     /// A task breaks a rule of the schema.
     #[error("task {task:?} at {path}: {message}")]
@@ -200,56 +196,6 @@ pub enum StateOp {
     Update,
     /// Removes a record.
     Delete,
-}
-
-/// The rubric: three lists of items.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct Rubric {
-    /// Behaviours that zero the reward; a rule succeeds when the behaviour happened.
-    #[serde(default)]
-    pub forbidden: Vec<RubricItem>,
-    /// Sub-goals; a rule succeeds when the sub-goal was completed.
-    #[serde(default)]
-    pub subgoals: Vec<RubricItem>,
-    /// Required user interactions; a rule succeeds when the interaction happened.
-    #[serde(default)]
-    pub interactions: Vec<RubricItem>,
-}
-
-/// Which list a rubric item is in.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum ItemKind {
-    /// A forbidden behaviour.
-    Forbidden,
-    /// A sub-goal.
-    Subgoal,
-    /// A required user interaction.
-    Interaction,
-}
-
-impl Rubric {
-    /// Every item with its kind, in order: forbidden, sub-goals, interactions.
-    pub fn items(&self) -> impl Iterator<Item = (ItemKind, &RubricItem)> {
-        let f = self.forbidden.iter().map(|i| (ItemKind::Forbidden, i));
-        let s = self.subgoals.iter().map(|i| (ItemKind::Subgoal, i));
-        let u = self.interactions.iter().map(|i| (ItemKind::Interaction, i));
-        f.chain(s).chain(u)
-    }
-}
-
-/// One rubric item.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct RubricItem {
-    /// Identifier, unique within the task.
-    pub id: String,
-    /// What the item checks, in words.
-    pub description: String,
-    /// A Prolog rule body over trajectory facts; `None` only when an LLM judge is configured.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub rule: Option<String>,
 }
 
 /// Options for [`Task::validate`].
@@ -475,12 +421,24 @@ impl Task {
                 "a rubric needs at least one sub-goal".into(),
             ));
         }
-        let program = RubricProgram::compile(self).map_err(|e| TaskError::Invalid {
+        let program = self.rubric_program().map_err(|e| TaskError::Invalid {
             task: self.id.clone(),
             path: "rubric".into(),
             message: e.to_string(),
         })?;
         Ok((program, compiled_params, compiled_outputs))
+    }
+
+    /// The task's rubric compiled against its tools, with the brief a judge reads.
+    pub fn rubric_program(&self) -> Result<RubricProgram, RubricError> {
+        let brief = Brief {
+            instruction: self.instruction.clone(),
+            known: (self.hidden_context.slots.iter())
+                .map(|s| (s.name.clone(), s.value.clone()))
+                .collect(),
+        };
+        let tools = self.tools.iter().map(|t| t.name.clone()).collect();
+        RubricProgram::compile(&self.rubric, tools, brief)
     }
 
     /// The tool with this name.

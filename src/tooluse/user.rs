@@ -4,7 +4,7 @@
 //! Which slots a reply revealed is decided by one function, [`revealed_slots`], for both, and
 //! for trajectories read back from messages.
 
-use super::simulator::SimError;
+use super::mock_tools::SimError;
 use crate::llm::{ChatMessage, ChatRequest, LlmBackend, Role};
 use crate::tooluse::task::{Slot, Task};
 use std::collections::BTreeSet;

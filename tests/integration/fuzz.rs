@@ -11,7 +11,6 @@ use rulegym::llm::{ChatMessage, FunctionCall, Role, ToolCall};
 use rulegym::reward::{ScoreMode, item_key, last_answer, normalize_squad, score};
 use rulegym::search::parse_action;
 use rulegym::tooluse::env::parse_assistant;
-use rulegym::tooluse::rubric::RubricProgram;
 use rulegym::tooluse::rubric::check::Checker;
 use std::path::Path;
 
@@ -98,7 +97,7 @@ proptest! {
         let _ = Checker::new().check(&text);
         let mut task = super::tool_rubric::trip_task();
         task.rubric.subgoals[0].rule = Some(text);
-        let _ = RubricProgram::compile(&task);
+        let _ = task.rubric_program();
     }
 
     #[test]

@@ -165,7 +165,7 @@ fn sparse_search_matches_dense_on_a_universe_index() {
     let refs: Vec<&str> = texts.iter().map(String::as_str).collect();
     let q = index
         .encoder()
-        .encode(&refs, rulegym::retrieval::Role::Query)
+        .encode(&refs, rulegym::retrieval::TextKind::Query)
         .unwrap();
     let dense = bits(index.flat().search(&q, 3).unwrap());
     assert_eq!(bits(index.flat().search_sparse(&q, 3).unwrap()), dense);

@@ -7,7 +7,7 @@
 //! pip the tests skip loudly, and fail under CI.
 
 use rulegym::retrieval::bert::{BertEncoder, Pooling};
-use rulegym::retrieval::{Encoder, EncoderChoice, IndexKind, Role, SearchIndex, synthetic};
+use rulegym::retrieval::{Encoder, EncoderChoice, IndexKind, SearchIndex, TextKind, synthetic};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::Mutex;
@@ -108,7 +108,7 @@ fn minilm_matches_sentence_transformers() {
     assert_eq!(enc.dim(), 384);
     assert_eq!(enc.pooling(), Pooling::Mean);
     assert_eq!(enc.max_len(), 256);
-    assert_eq!(enc.prefix(Role::Query), "");
+    assert_eq!(enc.prefix(TextKind::Query), "");
     let fixture: serde_json::Value = serde_json::from_str(
         &std::fs::read_to_string(crate::repo().join("tests/fixtures/minilm_parity.json")).unwrap(),
     )
@@ -116,7 +116,7 @@ fn minilm_matches_sentence_transformers() {
     let items = fixture["items"].as_array().unwrap();
     assert_eq!(items.len(), 8);
     let texts: Vec<&str> = items.iter().map(|i| i["text"].as_str().unwrap()).collect();
-    let got = enc.encode(&texts, Role::Passage).unwrap();
+    let got = enc.encode(&texts, TextKind::Passage).unwrap();
     let mut worst = 1f64;
     for (item, v) in items.iter().zip(got.chunks_exact(384)) {
         let want: Vec<f32> = item["embedding"]
@@ -136,7 +136,7 @@ fn minilm_matches_sentence_transformers() {
         items.len()
     );
     // Batch-independent: a text alone gives the same vector as inside a batch.
-    let alone = enc.encode(&texts[1..2], Role::Passage).unwrap();
+    let alone = enc.encode(&texts[1..2], TextKind::Passage).unwrap();
     assert_eq!(alone, got[384..768]);
 }
 
@@ -162,20 +162,22 @@ fn e5_prefixes_and_declared_prompts() {
         d
     };
     let e5 = BertEncoder::load(&link("e5-small-v2")).unwrap();
-    assert_eq!(e5.prefix(Role::Query), "query: ");
-    assert_eq!(e5.prefix(Role::Passage), "passage: ");
+    assert_eq!(e5.prefix(TextKind::Query), "query: ");
+    assert_eq!(e5.prefix(TextKind::Passage), "passage: ");
     let plain = BertEncoder::load(&dir).unwrap();
     assert_ne!(e5.identity(), plain.identity());
-    let q = e5.encode(&["who is Ann"], Role::Query).unwrap();
+    let q = e5.encode(&["who is Ann"], TextKind::Query).unwrap();
     assert_eq!(
         q,
-        plain.encode(&["query: who is Ann"], Role::Passage).unwrap()
+        plain
+            .encode(&["query: who is Ann"], TextKind::Passage)
+            .unwrap()
     );
-    let p = e5.encode(&["Ann likes tea"], Role::Passage).unwrap();
+    let p = e5.encode(&["Ann likes tea"], TextKind::Passage).unwrap();
     assert_eq!(
         p,
         plain
-            .encode(&["passage: Ann likes tea"], Role::Passage)
+            .encode(&["passage: Ann likes tea"], TextKind::Passage)
             .unwrap()
     );
     let declared = link("custom");
@@ -186,7 +188,7 @@ fn e5_prefixes_and_declared_prompts() {
     .unwrap();
     let c = BertEncoder::load(&declared).unwrap();
     assert_eq!(
-        (c.prefix(Role::Query), c.prefix(Role::Passage)),
+        (c.prefix(TextKind::Query), c.prefix(TextKind::Passage)),
         ("Q: ", "D: ")
     );
     // Broken directories are errors.

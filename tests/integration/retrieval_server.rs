@@ -1,7 +1,7 @@
 //! Retrieval server on loopback: both request shapes, Search-R1 parity, malformed requests,
 //! concurrency, and its bounds under valid, malformed, oversized and slow clients at once.
 
-use rulegym::retrieval::server::ServerConfig;
+use rulegym::retrieval::server::RetrievalServerConfig;
 use rulegym::retrieval::{IndexKind, SearchIndex, synthetic};
 use serde_json::Value;
 use std::io::{Read, Write};
@@ -61,7 +61,7 @@ fn server_answers_both_shapes_rejects_malformed_and_survives_concurrent_load() {
     let n = docs.len();
     let index =
         Arc::new(SearchIndex::build(docs, &"builtin".parse().unwrap(), IndexKind::Flat).unwrap());
-    let addr = start(index.clone(), ServerConfig::default());
+    let addr = start(index.clone(), RetrievalServerConfig::default());
     let (st, body) = http(addr, "GET", "/health", "");
     assert_eq!(st, 200, "{body}");
     assert!(body.contains("\"documents\":500"));
@@ -170,7 +170,7 @@ fn bounds_hold_under_valid_malformed_oversized_and_slow_clients() {
     let (docs, named) = synthetic::corpus(1036, 5);
     let index =
         Arc::new(SearchIndex::build(docs, &"builtin".parse().unwrap(), IndexKind::Flat).unwrap());
-    let cfg = ServerConfig {
+    let cfg = RetrievalServerConfig {
         // Every client here is 127.0.0.1, so its share is the whole cap (attacks.rs tries
         // clients apart).
         sessions: rulegym::sessions::SessionLimits {
@@ -181,7 +181,7 @@ fn bounds_hold_under_valid_malformed_oversized_and_slow_clients() {
         header_timeout: Duration::from_millis(800),
         body_timeout: Duration::from_millis(800),
         max_body_bytes: 1 << 20,
-        ..ServerConfig::default()
+        ..RetrievalServerConfig::default()
     };
     let addr = start(index.clone(), cfg);
 
@@ -259,12 +259,12 @@ fn bounds_hold_under_valid_malformed_oversized_and_slow_clients() {
     );
 
     // Beyond the connection limit, a connection is answered 503 at once and closed.
-    let cfg = ServerConfig {
+    let cfg = RetrievalServerConfig {
         sessions: rulegym::sessions::SessionLimits {
             max_sessions: 4,
             ..Default::default()
         },
-        ..ServerConfig::default()
+        ..RetrievalServerConfig::default()
     };
     let small = start(index, cfg);
     let held: Vec<TcpStream> = (0..4)

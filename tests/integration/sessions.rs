@@ -299,20 +299,20 @@ fn bad_session_flags_are_refused_before_serving() {
 
 #[test]
 fn idle_and_old_connections_of_serve_are_closed() {
-    use rulegym::retrieval::server::ServerConfig;
+    use rulegym::retrieval::server::RetrievalServerConfig;
     use rulegym::retrieval::{IndexKind, SearchIndex, synthetic};
     use rulegym::sessions::SessionLimits;
     let (docs, _) = synthetic::corpus(64, 5);
     let index =
         Arc::new(SearchIndex::build(docs, &"builtin".parse().unwrap(), IndexKind::Flat).unwrap());
-    let cfg = ServerConfig {
+    let cfg = RetrievalServerConfig {
         sessions: SessionLimits {
             max_sessions: 8,
             idle_timeout: Duration::from_millis(400),
             max_lifetime: Duration::from_secs(2),
             ..Default::default()
         },
-        ..ServerConfig::default()
+        ..RetrievalServerConfig::default()
     };
     let addr = super::retrieval_server::start(index, cfg);
     let request = b"GET /health HTTP/1.1\r\nHost: x\r\n\r\n";

@@ -9,11 +9,11 @@ use rulegym::llm::{
     ScriptedBackend, ToolCall, assistant_text,
 };
 use rulegym::synth::{
-    self, Extraction, PipelineConfig, PipelineError, Reject, RejectReason, Stage, SynthItem,
+    self, Extraction, PipelineConfig, PipelineError, Reject, RejectReason, SynthItem, SynthStage,
 };
 use rulegym::tooluse::env::{Protocol, ToolEnv, ToolEnvConfig, openai_call, play_episode};
+use rulegym::tooluse::mock_tools::{MappingConfig, MappingSimulator};
 use rulegym::tooluse::rubric::{RubricScorer, ScoreConfig};
-use rulegym::tooluse::simulator::{MappingConfig, MappingSimulator};
 use rulegym::tooluse::task::{ValidateOptions, load_tasks};
 use rulegym::tooluse::user::RuleUser;
 use serde_json::{Value, json};
@@ -373,7 +373,7 @@ fn clean_personas_become_tasks_that_run_and_every_fault_is_dropped_with_its_reas
 
     // Every faulty persona is dropped by the right stage, with the right reason; nothing else.
     let mut rejected = BTreeMap::new();
-    for stage in Stage::ALL {
+    for stage in SynthStage::ALL {
         let rejects: Vec<Reject> = read_jsonl(&out.join(format!("{}.rejects.jsonl", stage.name())));
         for r in rejects {
             assert_eq!(r.stage, stage.name());
@@ -539,7 +539,7 @@ fn outputs_are_identical_across_concurrency_and_in_offline_replay() {
     )
     .unwrap();
     let mut expected = Vec::new();
-    for (summary, &stage) in report.stages.iter().zip(synth::Stage::ALL.iter()) {
+    for (summary, &stage) in report.stages.iter().zip(synth::SynthStage::ALL.iter()) {
         assert_eq!(summary.stage, stage.name());
         expected.push(synth::SynthEvent::Started {
             stage,
@@ -551,7 +551,7 @@ fn outputs_are_identical_across_concurrency_and_in_offline_replay() {
         ));
         expected.push(synth::SynthEvent::Finished(stage));
     }
-    assert_eq!(report.stages.len(), synth::Stage::ALL.len());
+    assert_eq!(report.stages.len(), synth::SynthStage::ALL.len());
     assert_eq!(events, expected);
     assert_same_tree(&a.join("out"), &b.join("out"));
     assert_same_tree(&a.join("cache"), &b.join("cache"));
@@ -596,7 +596,7 @@ fn a_killed_run_resumes_without_asking_again_for_finished_items() {
         ..Script::default()
     });
     let first = PipelineConfig {
-        stages: vec![Stage::Draft, Stage::Tools, Stage::Rewrite],
+        stages: vec![SynthStage::Draft, SynthStage::Tools, SynthStage::Rewrite],
         ..config(&run, "cache1", 2)
     };
     let err = synth::run(&first, Some(&personas), Some(backend(&failing))).unwrap_err();
@@ -659,7 +659,7 @@ fn bad_configs_and_missing_inputs_are_errors_not_rejects() {
             ..base.clone()
         },
         PipelineConfig {
-            stages: vec![Stage::Tools, Stage::Draft],
+            stages: vec![SynthStage::Tools, SynthStage::Draft],
             ..base.clone()
         },
         PipelineConfig {
@@ -684,7 +684,7 @@ fn bad_configs_and_missing_inputs_are_errors_not_rejects() {
         Err(PipelineError::Input { stage: "draft", .. })
     ));
     let rubric_only = PipelineConfig {
-        stages: vec![Stage::Rubric],
+        stages: vec![SynthStage::Rubric],
         replay_only: true,
         ..base.clone()
     };
@@ -702,7 +702,7 @@ fn bad_configs_and_missing_inputs_are_errors_not_rejects() {
     // Replay-only with an empty cache: every item fails, none is recorded as rejected or done.
     let replay = PipelineConfig {
         replay_only: true,
-        stages: vec![Stage::Draft],
+        stages: vec![SynthStage::Draft],
         ..base
     };
     let err = synth::run(&replay, Some(&personas), None).unwrap_err();
@@ -758,7 +758,7 @@ fn edited_stage_records_cannot_write_outside_the_output_or_default_mapping_argum
     synth::run(&full, Some(&personas), Some(backend(&script))).unwrap();
     let out = &full.out;
     let filter_only = PipelineConfig {
-        stages: vec![Stage::Filter],
+        stages: vec![SynthStage::Filter],
         replay_only: true,
         ..full.clone()
     };
@@ -848,7 +848,7 @@ fn a_rerun_with_other_personas_recomputes_changed_ids_and_drops_removed_ones() {
     );
     // Nothing of the old synth-00001 (bakery 1) or synth-00003 is left anywhere.
     assert_same_tree(&reference.join("out"), &run.join("out"));
-    for stage in Stage::ALL {
+    for stage in SynthStage::ALL {
         let text =
             std::fs::read_to_string(run.join(format!("out/{}.jsonl", stage.name()))).unwrap();
         assert!(
@@ -949,7 +949,7 @@ fn reading_a_stage_file_does_not_rewrite_it_and_stale_upstream_files_stop_the_ru
     let base = config(root.path(), "cache", 2);
     let script = Arc::new(Script::default());
     let draft_only = PipelineConfig {
-        stages: vec![Stage::Draft],
+        stages: vec![SynthStage::Draft],
         ..base.clone()
     };
     synth::run(&draft_only, Some(&personas), Some(backend(&script))).unwrap();
@@ -960,7 +960,7 @@ fn reading_a_stage_file_does_not_rewrite_it_and_stale_upstream_files_stop_the_ru
     partial.extend_from_slice(b"{\"id\":\"synth-00009\",\"pers");
     std::fs::write(&draft, &partial).unwrap();
     let tools_only = PipelineConfig {
-        stages: vec![Stage::Tools],
+        stages: vec![SynthStage::Tools],
         ..base.clone()
     };
     let report = synth::run(&tools_only, None, Some(backend(&script))).unwrap();
@@ -982,7 +982,7 @@ fn reading_a_stage_file_does_not_rewrite_it_and_stale_upstream_files_stop_the_ru
     // writing anything, naming the stale stage and what to do.
     let other_model = PipelineConfig {
         model: "other-model".into(),
-        stages: vec![Stage::Rewrite],
+        stages: vec![SynthStage::Rewrite],
         ..base.clone()
     };
     let err = synth::run(&other_model, None, Some(backend(&script))).unwrap_err();
@@ -1005,7 +1005,7 @@ fn reading_a_stage_file_does_not_rewrite_it_and_stale_upstream_files_stop_the_ru
         .replace("bakery 2,", "bakery 7,");
     std::fs::write(&draft, edited).unwrap();
     let rewrite = PipelineConfig {
-        stages: vec![Stage::Rewrite],
+        stages: vec![SynthStage::Rewrite],
         ..base.clone()
     };
     let err = synth::run(&rewrite, None, Some(backend(&script))).unwrap_err();
@@ -1354,7 +1354,7 @@ fn synth_resume_with_the_other_extraction_mode_recomputes_the_rubric_stage() {
 
     // A later stage run alone on the other mode's rubric file stops as stale.
     let filter_only = PipelineConfig {
-        stages: vec![Stage::Filter],
+        stages: vec![SynthStage::Filter],
         ..per_trajectory(&run, "cache2", 2, 2)
     };
     let err = synth::run(&filter_only, None, Some(backend(&idle))).unwrap_err();

@@ -13,9 +13,9 @@ use rulegym::llm::{
 use rulegym::tooluse::env::{
     Protocol, ToolEnv, ToolEnvConfig, openai_call, play_episode, trajectory_from_messages,
 };
+use rulegym::tooluse::mock_tools::{MappingConfig, MappingSimulator, SimError, canonical_json};
 use rulegym::tooluse::rubric::{Event, RubricScorer, ScoreConfig};
 use rulegym::tooluse::schema::Schema;
-use rulegym::tooluse::simulator::{MappingConfig, MappingSimulator, SimError, canonical_json};
 use rulegym::tooluse::task::CompiledTask;
 use rulegym::tooluse::task::ValidateOptions;
 use rulegym::tooluse::user::{DONT_KNOW, RuleUser, UserSimulator};
@@ -603,7 +603,7 @@ fn hermes_episode_routes_turns_and_scores_one() {
     // The saved conversation scores the same through the message reader.
     let t = trajectory_from_messages(&world(), e.transcript()).unwrap();
     let w = world();
-    let r = scorer().score(&w.task, &w.program, &t, None).unwrap();
+    let r = scorer().score(&w.program, &t, None).unwrap();
     assert_eq!(r, e.result().unwrap().clone());
 }
 
@@ -763,7 +763,7 @@ fn end_to_end_good_policy_reaches_one_through_retries() {
     let t = trajectory_from_messages(&world(), &episode.messages).unwrap();
     let w = world();
     assert_eq!(
-        scorer().score(&w.task, &w.program, &t, None).unwrap(),
+        scorer().score(&w.program, &t, None).unwrap(),
         episode.result
     );
 }

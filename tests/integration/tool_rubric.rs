@@ -2,8 +2,7 @@
 
 use proptest::prelude::*;
 use rulegym::tooluse::rubric::{
-    Event, ItemStatus, RewardVariant, RubricError, RubricProgram, RubricScorer, ScoreConfig,
-    Trajectory,
+    Event, ItemStatus, RewardVariant, RubricError, RubricScorer, ScoreConfig, Trajectory,
 };
 use rulegym::tooluse::task::{Task, ValidateOptions};
 use serde_json::json;
@@ -49,8 +48,8 @@ fn good_trajectory() -> Trajectory {
 }
 
 fn score(task: &Task, t: &Trajectory) -> rulegym::tooluse::rubric::RubricResult {
-    let program = RubricProgram::compile(task).unwrap();
-    scorer().score(task, &program, t, None).unwrap()
+    let program = task.rubric_program().unwrap();
+    scorer().score(&program, t, None).unwrap()
 }
 
 #[test]
@@ -166,50 +165,43 @@ fn hostile_rules_are_rejected_before_loading() {
     ] {
         let task = task_with_rule(rule);
         assert!(
-            matches!(
-                RubricProgram::compile(&task),
-                Err(RubricError::Rejected { .. })
-            ),
+            matches!(task.rubric_program(), Err(RubricError::Rejected { .. })),
             "{rule} was accepted"
         );
         assert!(task.validate(ValidateOptions::default()).is_err());
     }
     let deep = format!("X = {}a{}", "[".repeat(100), "]".repeat(100));
-    assert!(RubricProgram::compile(&task_with_rule(&deep)).is_err());
+    assert!(task_with_rule(&deep).rubric_program().is_err());
     let flood: Vec<String> = (0..1000).map(|i| format!("x{i}")).collect();
     let flood = format!("X = [{}]", flood.join(","));
-    assert!(RubricProgram::compile(&task_with_rule(&flood)).is_err());
+    assert!(task_with_rule(&flood).rubric_program().is_err());
 }
 
 #[test]
 fn runaway_rules_stop_at_the_inference_limit_and_the_engine_stays_usable() {
     let task = trip_task();
-    let program = RubricProgram::compile(&task).unwrap();
+    let program = task.rubric_program().unwrap();
     for rule in [
         "between(1, 1000000000, X), X < 0",
         "findall(X, between(1, 1000000000, X), L)",
         "tool_call(_, _, A), forall(between(1, 1000000000, N), N > 0)",
     ] {
         let bad = task_with_rule(rule);
-        let bad_program = RubricProgram::compile(&bad).unwrap();
+        let bad_program = bad.rubric_program().unwrap();
         let err = scorer()
-            .score(&bad, &bad_program, &good_trajectory(), None)
+            .score(&bad_program, &good_trajectory(), None)
             .unwrap_err();
         assert!(
             matches!(err, RubricError::InferenceLimit { .. }),
             "{rule}: {err}"
         );
-        let ok = scorer()
-            .score(&task, &program, &good_trajectory(), None)
-            .unwrap();
+        let ok = scorer().score(&program, &good_trajectory(), None).unwrap();
         assert_eq!(ok.reward, 1.0);
     }
     // A type error inside a rule is an error for that item, not a reward.
     let bad = task_with_rule("X = a, Y is X + 1");
-    let p = RubricProgram::compile(&bad).unwrap();
-    let err = scorer()
-        .score(&bad, &p, &good_trajectory(), None)
-        .unwrap_err();
+    let p = bad.rubric_program().unwrap();
+    let err = scorer().score(&p, &good_trajectory(), None).unwrap_err();
     assert!(matches!(err, RubricError::ItemError { .. }), "{err}");
 }
 
@@ -224,9 +216,9 @@ fn items_without_rules_need_a_judge() {
         })
         .is_ok()
     );
-    let program = RubricProgram::compile(&task).unwrap();
+    let program = task.rubric_program().unwrap();
     let err = scorer()
-        .score(&task, &program, &good_trajectory(), None)
+        .score(&program, &good_trajectory(), None)
         .unwrap_err();
     assert!(matches!(err, RubricError::JudgeRequired(_)));
 }
@@ -388,13 +380,12 @@ fn rule_less_items_are_judged_strictly() {
     use std::sync::Arc;
     let mut task = trip_task();
     task.rubric.subgoals[0].rule = None;
-    let program = RubricProgram::compile(&task).unwrap();
+    let program = task.rubric_program().unwrap();
     let judge = |text: &str| {
         let backend: Arc<dyn LlmBackend> = Arc::new(ScriptedBackend::constant(text));
         LlmJudge::new(backend, "j", Some(0))
     };
-    let score =
-        |text: &str| scorer().score(&task, &program, &good_trajectory(), Some(&judge(text)));
+    let score = |text: &str| scorer().score(&program, &good_trajectory(), Some(&judge(text)));
     let r = score(r#"{"searched_oslo": true}"#).unwrap();
     assert_eq!(r.reward, 1.0);
     assert_eq!(
@@ -429,7 +420,7 @@ fn the_paper_reward_judges_every_item_in_one_request() {
     use rulegym::tooluse::rubric::judge::{JUDGE_TEMPERATURE, LlmJudge};
     use std::sync::Arc;
     let task = trip_task();
-    let program = RubricProgram::compile(&task).unwrap();
+    let program = task.rubric_program().unwrap();
     let ids: Vec<String> = program.items.iter().map(|i| i.id.clone()).collect();
     // Every item holds except the first interaction: forbidden items "held" means violated.
     let forbidden: Vec<String> = program
@@ -467,7 +458,7 @@ fn the_paper_reward_judges_every_item_in_one_request() {
     .unwrap();
     let judge = LlmJudge::new(backend.clone() as Arc<dyn LlmBackend>, "j", Some(0));
     let r = judged
-        .score(&task, &program, &good_trajectory(), Some(&judge))
+        .score(&program, &good_trajectory(), Some(&judge))
         .unwrap();
     assert_eq!(backend.calls(), 1);
     assert!(r.items.iter().all(|i| i.by == "judge"));
@@ -481,7 +472,7 @@ fn the_paper_reward_judges_every_item_in_one_request() {
     );
     // Without a judge, judge scoring is an error, not a rules fallback.
     let err = judged
-        .score(&task, &program, &good_trajectory(), None)
+        .score(&program, &good_trajectory(), None)
         .unwrap_err();
     assert!(matches!(err, RubricError::JudgeRequired(_)));
 }
@@ -492,8 +483,8 @@ const SUBGOAL: &str = "searched_oslo";
 /// Scores `rule` as the first sub-goal of the trip task on the good trajectory.
 fn score_rule(rule: &str) -> Result<rulegym::tooluse::rubric::RubricResult, RubricError> {
     let task = task_with_rule(rule);
-    let program = RubricProgram::compile(&task)?;
-    scorer().score(&task, &program, &good_trajectory(), None)
+    let program = task.rubric_program()?;
+    scorer().score(&program, &good_trajectory(), None)
 }
 
 #[test]

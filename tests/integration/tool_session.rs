@@ -328,7 +328,7 @@ fn task_session_every_tool_every_fault_and_the_rubric_reward() {
     }
     assert_eq!(env.result().unwrap().reward, s.reward());
     let t = trajectory_from_messages(&w, env.transcript()).unwrap();
-    let r = scorer().score(&w.task, &w.program, &t, None).unwrap();
+    let r = scorer().score(&w.program, &t, None).unwrap();
     assert_eq!(r.reward, s.reward());
 }
 

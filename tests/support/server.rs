@@ -3,12 +3,12 @@
 //! which both include this file with `#[path]`.
 
 use rulegym::retrieval::SearchIndex;
-use rulegym::retrieval::server::{ServerConfig, serve};
+use rulegym::retrieval::server::{RetrievalServerConfig, serve};
 use std::net::SocketAddr;
 use std::sync::Arc;
 
 /// Starts a server on an ephemeral loopback port in a background runtime (2 worker threads).
-pub fn start(index: Arc<SearchIndex>, cfg: ServerConfig) -> SocketAddr {
+pub fn start(index: Arc<SearchIndex>, cfg: RetrievalServerConfig) -> SocketAddr {
     let std_listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let addr = std_listener.local_addr().unwrap();
     std_listener.set_nonblocking(true).unwrap();

@@ -78,8 +78,7 @@ pub fn run_generate(args: GenerateArgs) -> Result<()> {
         outsiders: args.outsiders,
         ..RuleGenConfig::default()
     };
-    let tasks = generate(&universe, &config, args.count)
-        .map_err(|e| rulegym::Error::Config(e.to_string()))?;
+    let tasks = generate(&universe, &config, args.count)?;
     let mut text = String::new();
     let mut hops = BTreeMap::new();
     let mut slots = BTreeMap::new();
@@ -149,8 +148,7 @@ pub fn run_oracle(args: OracleArgs) -> Result<()> {
                     let scorer = scorer
                         .as_ref()
                         .map_err(|e| rulegym::Error::Rubric(e.clone()))?;
-                    let episode = replay_oracle(task, scorer.clone())
-                        .map_err(|e| rulegym::Error::Config(e.to_string()))?;
+                    let episode = replay_oracle(task, scorer.clone())?;
                     let line = json!({
                         "id": episode.id,
                         "messages": episode.messages,

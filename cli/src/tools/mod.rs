@@ -3,9 +3,9 @@
 
 use rulegym::Result;
 use rulegym::llm::{ChatMessage, ClientConfig};
-use rulegym::preset::Stage;
+use rulegym::preset::{self, Stage};
 use rulegym::tooluse::env::{Protocol, trajectory_from_messages};
-use rulegym::tooluse::play::{PlayConfig, env_config};
+use rulegym::tooluse::play::PlayConfig;
 use rulegym::tooluse::rubric::agreement::AgreementReport;
 use rulegym::tooluse::rubric::judge::LlmJudge;
 use rulegym::tooluse::rubric::{RewardVariant, RubricScorer, ScoreBy, ScoreConfig};
@@ -201,7 +201,7 @@ fn score(args: ScoreArgs) -> Result<()> {
         variant: args.variant,
         ..ScoreConfig::default()
     })?;
-    let result = scorer.score(&world.task, &world.program, &trajectory, None)?;
+    let result = scorer.score(&world.program, &trajectory, None)?;
     let out = json!({
         "id": world.task.id,
         "reward": result.reward,
@@ -234,7 +234,7 @@ fn tools_client(llm: &crate::llm::LlmArgs, out: &Path, concurrency: usize) -> Cl
 }
 
 fn play(args: PlayArgs) -> Result<()> {
-    let env = env_config(
+    let env = preset::tooluse_env(
         args.preset.as_deref(),
         args.stage,
         args.protocol,
@@ -299,8 +299,8 @@ fn agree(args: AgreeArgs) -> Result<()> {
             .ok_or_else(|| TaskError::NotFound(id.clone()))?;
         let world = Arc::new(task.clone().compile(ValidateOptions::default())?);
         let trajectory = trajectory_from_messages(&world, messages)?;
-        let by_rules = rules.score(&world.task, &world.program, &trajectory, None)?;
-        let by_judge = judged.score(&world.task, &world.program, &trajectory, Some(&judge));
+        let by_rules = rules.score(&world.program, &trajectory, None)?;
+        let by_judge = judged.score(&world.program, &trajectory, Some(&judge));
         report.add(id, &by_rules, by_judge.map_err(|e| e.to_string()));
     }
     let json = serde_json::to_vec_pretty(&report).unwrap_or_default();

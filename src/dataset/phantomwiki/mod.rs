@@ -35,6 +35,7 @@ use std::path::{Path, PathBuf};
 
 /// Errors while reading or interpreting PhantomWiki output.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
 pub enum PhantomWikiError {
     /// A line of a file is not valid.
     #[error("{file}:{line}: {message}")]

@@ -217,6 +217,7 @@ fn shape_of_tags(q: &PwQuestion) -> Option<&'static str> {
 
 /// Why a record could not be compiled.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum RecordError {
     /// The record is internally inconsistent or garbled (atoms that are not terms, a comparison
     /// whose text names none, a text that contradicts the query or the tags, an empty answer

@@ -20,7 +20,10 @@ use std::sync::Arc;
 use std::sync::atomic::AtomicU64;
 use std::time::Duration;
 
-/// caller runs its reaper).
+/// The OpenEnv application over `world`: its session table (with the reaper that closes idle
+/// and over-age sessions, started here), the WebSocket, the HTTP simulation and MCP routes and
+/// the listing routes, with `cfg`'s message bound. [`serve`] puts it behind the connection
+/// layer.
 pub fn router(world: Arc<World>, cfg: ServerConfig) -> crate::Result<Router> {
     let sessions = Arc::new(SessionTable::new(cfg.sessions.clone())?);
     let app = Arc::new(App {

@@ -4,6 +4,7 @@
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 #[cfg_attr(feature = "clap", derive(clap::ValueEnum))]
 #[serde(rename_all = "lowercase")]
+#[non_exhaustive]
 pub enum Protocol {
     /// OpenAI `tool_calls` in, `tool` messages out; tools passed in the request.
     #[default]

@@ -1,7 +1,7 @@
 //! The system prompt an episode starts with.
 
 use super::config::Protocol;
-use crate::tooluse::simulator::canonical_json;
+use crate::tooluse::mock_tools::canonical_json;
 use crate::tooluse::task::Task;
 
 /// The system prompt of an episode of `task` (what [`ToolEnv`]'s `reset` starts with): the

@@ -3,8 +3,8 @@
 
 use super::parse::tag;
 use crate::llm::ParsedCall;
+use crate::tooluse::mock_tools::{canonical_json, execute_state_tool, state_hash};
 use crate::tooluse::rubric::{Event, Trajectory};
-use crate::tooluse::simulator::{canonical_json, execute_state_tool, state_hash};
 use crate::tooluse::task::{CompiledTask, ToolBackend, WorldState};
 use serde_json::{Value, json};
 use std::collections::BTreeSet;

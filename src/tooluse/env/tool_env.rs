@@ -5,8 +5,8 @@ use super::prompt::system_prompt;
 use super::recorder::Recorder;
 use crate::env::{Environment, Step};
 use crate::llm::{ChatMessage, Role};
+use crate::tooluse::mock_tools::{MappingSimulator, state_hash};
 use crate::tooluse::rubric::{ItemJudge, RubricResult, RubricScorer, Trajectory};
-use crate::tooluse::simulator::{MappingSimulator, state_hash};
 use crate::tooluse::task::CompiledTask;
 use crate::tooluse::user::UserSimulator;
 use serde_json::{Value, json};
@@ -122,12 +122,9 @@ impl ToolEnv {
     ) -> crate::Result<Step> {
         self.done = true;
         let trajectory = self.recorder.trajectory(self.turn);
-        let result = self.scorer.score(
-            &self.world.task,
-            &self.world.program,
-            &trajectory,
-            self.judge.as_deref(),
-        )?;
+        let result = self
+            .scorer
+            .score(&self.world.program, &trajectory, self.judge.as_deref())?;
         meta.insert("reason".into(), json!(reason));
         if let Some(state) = &trajectory.final_state {
             meta.insert("state_hash".into(), json!(state_hash(state)));

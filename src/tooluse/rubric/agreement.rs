@@ -3,8 +3,8 @@
 //! matrix, per item kind and in total, with Cohen's kappa; the two rewards are compared too. A
 //! judge call that failed (unparseable, endpoint error) is counted, never guessed.
 
+use super::ItemKind;
 use super::{ItemStatus, RubricResult};
-use crate::tooluse::task::ItemKind;
 use serde::Serialize;
 use std::collections::BTreeMap;
 

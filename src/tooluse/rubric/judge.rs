@@ -9,9 +9,8 @@
 //! unparseable judgement). Put the backend behind a record/replay cache
 //! ([`crate::llm::CachedBackend`]) so that a judged reward can be reproduced.
 
-use super::{CompiledItem, ItemJudge, RubricError, Trajectory};
+use super::{Brief, CompiledItem, ItemJudge, ItemKind, RubricError, Trajectory};
 use crate::llm::{ChatMessage, ChatRequest, LlmBackend, Role, parse_json_answer};
-use crate::tooluse::task::{ItemKind, Task};
 use serde_json::Value;
 use std::sync::Arc;
 
@@ -38,19 +37,19 @@ impl LlmJudge {
     /// The request sent for `items` (deterministic: events in canonical JSON, in order).
     pub fn request(
         &self,
-        task: &Task,
+        brief: &Brief,
         items: &[&CompiledItem],
         trajectory: &Trajectory,
     ) -> ChatRequest {
         let mut prompt = format!(
             "You grade an assistant's episode against a rubric.\nTask given to the assistant: \
              {}\n",
-            task.instruction
+            brief.instruction
         );
-        if !task.hidden_context.slots.is_empty() {
+        if !brief.known.is_empty() {
             prompt.push_str("What the user knew (the assistant had to ask for it):\n");
-            for slot in &task.hidden_context.slots {
-                prompt.push_str(&format!("- {}: {}\n", slot.name, slot.value));
+            for (name, value) in &brief.known {
+                prompt.push_str(&format!("- {name}: {value}\n"));
             }
         }
         prompt.push_str("What happened (one event per line, step = agent turn):\n");
@@ -125,7 +124,7 @@ pub fn parse_verdicts(text: &str, items: &[&CompiledItem]) -> Result<Vec<bool>, 
 impl ItemJudge for LlmJudge {
     fn judge(
         &self,
-        task: &Task,
+        brief: &Brief,
         items: &[&CompiledItem],
         trajectory: &Trajectory,
     ) -> Result<Vec<bool>, RubricError> {
@@ -139,7 +138,7 @@ impl ItemJudge for LlmJudge {
         }
         let answer = self
             .backend
-            .chat(&self.request(task, items, trajectory))
+            .chat(&self.request(brief, items, trajectory))
             .map_err(|e| err(e.to_string()))?;
         parse_verdicts(answer.message.content_str(), items).map_err(err)
     }

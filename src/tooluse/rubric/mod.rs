@@ -16,15 +16,16 @@
 
 pub mod agreement;
 pub mod check;
+mod items;
 pub mod judge;
 mod program;
 mod trajectory;
 
+pub use items::*;
 pub use program::*;
 pub use trajectory::*;
 
 use crate::engine::{Engine, EngineError, QueryLimits, Term, Value, Var};
-use crate::tooluse::task::{ItemKind, Task, WorldState};
 use check::{Checker, FACT_GROUPS};
 use serde::{Deserialize, Serialize};
 use serde_json::Value as Json;
@@ -43,6 +44,7 @@ pub const MAX_FACT_TEXT: usize = 16 * 1024;
 
 /// Errors from compiling or evaluating a rubric.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[non_exhaustive]
 pub enum RubricError {
     /// A rule body was rejected (syntax, whitelist, limits).
     #[error("rubric item {item:?}: {message}")]
@@ -91,6 +93,7 @@ pub enum RubricError {
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[cfg_attr(feature = "clap", derive(clap::ValueEnum))]
 #[serde(rename_all = "kebab-case")]
+#[non_exhaustive]
 pub enum RewardVariant {
     /// The paper: `1[no forbidden] x (sub-goal fraction + interaction fraction) / 2`.
     #[default]
@@ -168,7 +171,7 @@ pub trait ItemJudge: Send + Sync {
     /// occurred), in the order given.
     fn judge(
         &self,
-        task: &Task,
+        brief: &Brief,
         items: &[&CompiledItem],
         trajectory: &Trajectory,
     ) -> Result<Vec<bool>, RubricError>;
@@ -336,7 +339,6 @@ impl RubricScorer {
     /// Evaluates every item on `trajectory` and combines the reward.
     pub fn score(
         &self,
-        task: &Task,
         program: &RubricProgram,
         trajectory: &Trajectory,
         judge: Option<&dyn ItemJudge>,
@@ -344,7 +346,7 @@ impl RubricScorer {
         if self.config.by == ScoreBy::Judge {
             let judge = judge.ok_or_else(|| RubricError::JudgeRequired("(every item)".into()))?;
             let items: Vec<&CompiledItem> = program.items.iter().collect();
-            let verdicts = judge.judge(task, &items, trajectory)?;
+            let verdicts = judge.judge(&program.brief, &items, trajectory)?;
             let outcomes = verdicts.into_iter().map(|v| (v, None, "judge")).collect();
             return Ok(combine(program, outcomes, self.config.variant));
         }
@@ -379,7 +381,7 @@ impl RubricScorer {
             None => Vec::new(),
             Some(first) => {
                 let judge = judge.ok_or_else(|| RubricError::JudgeRequired(first.id.clone()))?;
-                judge.judge(task, &unruled, trajectory)?
+                judge.judge(&program.brief, &unruled, trajectory)?
             }
         }
         .into_iter();

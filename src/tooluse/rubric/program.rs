@@ -16,6 +16,16 @@ pub struct CompiledItem {
     pub index: Option<u32>,
 }
 
+/// What a judge reads of the task besides the rubric: the instruction the agent was given and
+/// what the user knew (slot name, value), in the task's order.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Brief {
+    /// The instruction given to the agent.
+    pub instruction: String,
+    /// The hidden context's slots: name and value.
+    pub known: Vec<(String, String)>,
+}
+
 /// A task's rubric compiled into Prolog clauses.
 #[derive(Debug, Clone)]
 pub struct RubricProgram {
@@ -31,15 +41,22 @@ pub struct RubricProgram {
     pub slots: BTreeSet<String>,
     /// Which fact groups the rules read.
     pub used: [bool; FACT_GROUPS],
+    /// What a judge reads of the task.
+    pub brief: Brief,
 }
 
 impl RubricProgram {
-    /// Parses, checks and compiles every rule of `task`'s rubric.
-    pub fn compile(task: &Task) -> Result<RubricProgram, RubricError> {
+    /// Parses, checks and compiles every rule of `rubric`, whose facts name the tools `tools`
+    /// and the slots of `brief` (a task compiles its own: `Task::rubric_program`).
+    pub fn compile(
+        rubric: &Rubric,
+        tools: BTreeSet<String>,
+        brief: Brief,
+    ) -> Result<RubricProgram, RubricError> {
         let mut checker = Checker::new();
         let mut items = Vec::new();
         let mut clauses = Vec::new();
-        for (kind, item) in task.rubric.items() {
+        for (kind, item) in rubric.items() {
             let index = match &item.rule {
                 None => None,
                 Some(rule) => {
@@ -91,13 +108,9 @@ impl RubricProgram {
             items,
             predicate,
             source,
-            tools: task.tools.iter().map(|t| t.name.clone()).collect(),
-            slots: task
-                .hidden_context
-                .slots
-                .iter()
-                .map(|s| s.name.clone())
-                .collect(),
+            tools,
+            slots: brief.known.iter().map(|(name, _)| name.clone()).collect(),
+            brief,
         })
     }
 

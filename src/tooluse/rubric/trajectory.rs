@@ -2,6 +2,14 @@
 //! the final state) as a [`Trajectory`].
 
 use super::*;
+use serde_json::Map;
+use std::collections::BTreeMap;
+
+/// A record of the world state: a JSON object.
+pub type Record = Map<String, Json>;
+
+/// The world state: table name -> record key -> record.
+pub type WorldState = BTreeMap<String, BTreeMap<String, Record>>;
 
 /// Why an episode stopped early.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]

@@ -2,6 +2,7 @@
 
 /// Errors from generating or replaying tool worlds.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum RuleGenError {
     /// The configuration is unusable.
     #[error("tool-world config: {0}")]

@@ -22,6 +22,7 @@ use std::sync::{Arc, Mutex};
 
 /// Errors from a simulator.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[non_exhaustive]
 pub enum SimError {
     /// The LLM's response was invalid every time it was asked.
     #[error("tool {tool}: no valid response after {attempts} attempts; last problem: {reason}")]
