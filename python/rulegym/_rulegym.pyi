@@ -90,6 +90,9 @@ class ToolEnv:
         """``{"observations", "reward", "done", "metadata", "env_spans"}``."""
     def step_message(self, message: Dict[str, Any]) -> Dict[str, Any]:
         """A step from an OpenAI assistant message (``tool_calls``)."""
+    def call_tool(self, name: str, arguments: Optional[Dict[str, Any]] = None) -> Dict[str, Any]:
+        """A step that makes one tool call (id ``call_<n>`` in the episode's order): the turn a
+        task ``ToolSession`` plays for a call."""
     def request_tools(self) -> List[Dict[str, Any]]: ...
     def result(self) -> Optional[Dict[str, Any]]:
         """The rubric result once the episode is over."""

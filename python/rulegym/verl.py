@@ -180,13 +180,12 @@ class _Episode:
     """One rollout of a task: the Rust ``ToolEnv`` (OpenAI protocol) until it ends, then only
     the result (the environment is dropped as soon as the rubric has scored it)."""
 
-    __slots__ = ("task_id", "env", "lock", "calls", "result", "reason")
+    __slots__ = ("task_id", "env", "lock", "result", "reason")
 
     def __init__(self, task_id: str, env: Any):
         self.task_id = task_id
         self.env = env
         self.lock = threading.Lock()
-        self.calls = 0
         self.result: Optional[Dict[str, Any]] = None
         self.reason = ""
 
@@ -357,20 +356,9 @@ class TaskToolCore:
         with episode.lock:
             if episode.done:
                 return "Error: the episode is over.", 0.0, {"done": True}
-            episode.calls += 1
             if not isinstance(parameters, dict):
                 parameters = {}
-            name = self.task_tool_name(instance_id)
-            message = {
-                "role": "assistant",
-                "content": None,
-                "tool_calls": [{
-                    "id": f"call_{episode.calls}",
-                    "type": "function",
-                    "function": {"name": name, "arguments": json.dumps(parameters)},
-                }],
-            }
-            out = episode.env.step_message(message)
+            out = episode.env.call_tool(self.task_tool_name(instance_id), parameters)
             episode.record(out)
         text = "\n".join(_text(o["content"]) for o in out["observations"])
         if out["done"] and not text:

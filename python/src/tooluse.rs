@@ -54,7 +54,7 @@ impl RubricScorer {
         task: &Bound<'py, PyAny>,
         trajectory: &Bound<'py, PyAny>,
     ) -> PyResult<Bound<'py, PyAny>> {
-        use rulegym::tooluse::rubric::{RubricProgram, Trajectory};
+        use rulegym::tooluse::rubric::Trajectory;
         use rulegym::tooluse::task::{Task, ValidateOptions};
         let task_text: String = match task.extract::<String>() {
             Ok(text) => text,
@@ -311,6 +311,26 @@ impl ToolEnv {
         step_to_py(py, &step)
     }
 
+    /// Applies an assistant turn that makes one tool call of `name` with `arguments` (a dict;
+    /// default `{}`), its id numbered in the episode's order (`call_1`, `call_2`, ...): the
+    /// same turn a task `ToolSession` plays for a call.
+    #[pyo3(signature = (name, arguments=None))]
+    fn call_tool<'py>(
+        &self,
+        py: Python<'py>,
+        name: &str,
+        arguments: Option<&Bound<'py, PyAny>>,
+    ) -> PyResult<Bound<'py, PyDict>> {
+        let args: serde_json::Value = match arguments.filter(|a| !a.is_none()) {
+            Some(a) => serde_json::from_str(&json_text(py, a)?)
+                .map_err(|e| err(format!("invalid arguments: {e}")))?,
+            None => serde_json::json!({}),
+        };
+        let step = with_env(py, &self.inner, |env| env.call_tool(name, &args))?;
+        log_failures(py, &self.world.task.id, &step)?;
+        step_to_py(py, &step)
+    }
+
     /// OpenAI `tools` entries for chat requests (OpenAI protocol; empty for Hermes).
     fn request_tools<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
         let tools = self.inner.lock().expect("not poisoned").request_tools();
@@ -334,8 +354,7 @@ impl ToolEnv {
                 }
                 let trajectory = env.trajectory();
                 drop(env);
-                let (task, program) = (&self.world.task, &self.world.program);
-                Ok(self.scorer.score(program, &trajectory, None)?)
+                Ok(self.scorer.score(&self.world.program, &trajectory, None)?)
             })
             .map_err(err)?;
         to_py(py, &result)

@@ -7,7 +7,7 @@ use super::params::{BuiltinTool, Param, ParamKind, text};
 use super::{Outcome, SessionTool, ToolFault};
 use crate::env::{Environment, Step};
 use crate::llm::{ChatMessage, Role};
-use crate::tooluse::env::{Protocol, ToolEnv, openai_call, system_prompt};
+use crate::tooluse::env::{Protocol, ToolEnv, system_prompt};
 use serde_json::{Map, Value, json};
 
 /// The tools every task session has besides the task's own: `ask_user`, then `finish`.
@@ -43,7 +43,6 @@ pub(super) fn is_builtin(name: &str) -> bool {
 pub(super) struct TaskCalls {
     env: ToolEnv,
     task_id: String,
-    calls: u64,
 }
 
 impl TaskCalls {
@@ -56,11 +55,7 @@ impl TaskCalls {
             .into());
         }
         env.reset()?;
-        Ok(TaskCalls {
-            env,
-            task_id,
-            calls: 0,
-        })
+        Ok(TaskCalls { env, task_id })
     }
 
     pub(super) fn task_id(&self) -> &str {
@@ -134,14 +129,15 @@ impl TaskCalls {
     ) -> Result<Outcome, ToolFault> {
         // `ToolSession::call` checked the name and that the episode goes on.
         let builtin = BUILTIN_TOOLS.iter().find(|t| t.name == name);
-        let message = match builtin {
+        let step = match builtin {
             Some(tool) => {
                 let args = tool.parse(args)?;
                 let text = match tool.name {
                     "ask_user" => format!("<question>{}</question>", args.required("question")),
                     _ => format!("<answer>{}</answer>", args.required("summary")),
                 };
-                ChatMessage::text(Role::Assistant, text)
+                self.env
+                    .step_message(&ChatMessage::text(Role::Assistant, text))?
             }
             None => {
                 let value = Value::Object(args.clone());
@@ -153,16 +149,9 @@ impl TaskCalls {
                         max: MAX_ARGS_BYTES,
                     });
                 }
-                self.calls += 1;
-                ChatMessage {
-                    role: Role::Assistant,
-                    content: None,
-                    tool_calls: vec![openai_call(&format!("call_{}", self.calls), name, &value)],
-                    tool_call_id: None,
-                }
+                self.env.call_tool(name, &value)?
             }
         };
-        let step = self.env.step_message(&message)?;
         Ok(outcome(step))
     }
 }

@@ -21,6 +21,21 @@ fn end_reason(marker: StopMarker) -> &'static str {
 }
 
 impl ToolEnv {
+    /// One assistant turn that makes one OpenAI tool call of `name` with `args`, its id
+    /// `call_<n>` numbered in the episode's order: how every tool-call surface (the task
+    /// [`crate::toolcall::ToolSession`], verl's task tools) plays a call.
+    pub fn call_tool(&mut self, name: &str, args: &Value) -> crate::Result<Step> {
+        self.tool_calls += 1;
+        let id = format!("call_{}", self.tool_calls);
+        let message = ChatMessage {
+            role: Role::Assistant,
+            content: None,
+            tool_calls: vec![super::parse::openai_call(&id, name, args)],
+            tool_call_id: None,
+        };
+        self.step_message(&message)
+    }
+
     /// Applies one assistant message (OpenAI `tool_calls` or text with Hermes blocks).
     pub fn step_message(&mut self, message: &ChatMessage) -> crate::Result<Step> {
         if self.done {

@@ -26,6 +26,8 @@ pub struct ToolEnv {
     pub(super) recorder: Recorder,
     pub(super) transcript: Vec<ChatMessage>,
     pub(super) turn: u32,
+    /// Tool calls made through [`ToolEnv::call_tool`] this episode (their ids' numbers).
+    pub(super) tool_calls: u64,
     pub(super) done: bool,
     pub(super) result: Option<RubricResult>,
 }
@@ -51,6 +53,7 @@ impl ToolEnv {
             response_tokens: 0,
             transcript: Vec::new(),
             turn: 0,
+            tool_calls: 0,
             done: false,
             result: None,
         }
@@ -150,6 +153,7 @@ impl Environment for ToolEnv {
         self.recorder = Recorder::new(self.world.clone());
         self.response_tokens = 0;
         self.turn = 0;
+        self.tool_calls = 0;
         self.done = false;
         self.result = None;
         self.transcript = vec![
