@@ -8,7 +8,7 @@
 //! not a model's latency.
 
 use criterion::{Criterion, criterion_group, criterion_main};
-use rulegym::tooluse::rubric::{Event, RubricProgram, RubricScorer, ScoreConfig, Trajectory};
+use rulegym::tooluse::rubric::{Event, RubricScorer, ScoreConfig, Trajectory};
 use rulegym::tooluse::task::{RubricItem, Task, ValidateOptions};
 use serde_json::json;
 use std::hint::black_box;
