@@ -26,7 +26,7 @@ use std::time::{Duration, Instant};
 use tokio::sync::Notify;
 
 /// Bounds on the sessions one server keeps.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq)]
 pub struct SessionLimits {
     /// Live sessions at once; one more is refused until one ends.
     pub max_sessions: usize,
@@ -40,6 +40,11 @@ pub struct SessionLimits {
     /// When every slot is taken (or a client holds its share), the session idle longest is
     /// closed to admit the newcomer, if it has been idle at least this long.
     pub evict_idle_after: Duration,
+    /// New sessions one client may open per second, sustained (a token bucket holding the
+    /// client's share, so a burst of its whole share is admitted at once); `None`: the share
+    /// per second; infinite: unbounded. Bounds the churn of a client that opens and closes
+    /// sessions in a loop.
+    pub new_per_client_per_s: Option<f64>,
 }
 
 impl Default for SessionLimits {
@@ -50,6 +55,7 @@ impl Default for SessionLimits {
             max_lifetime: Duration::from_secs(3600),
             max_per_client: None,
             evict_idle_after: Duration::from_secs(60),
+            new_per_client_per_s: None,
         }
     }
 }
@@ -58,7 +64,7 @@ impl Default for SessionLimits {
 pub const MAX_SESSIONS_LIMIT: usize = 1 << 20;
 
 /// Why session limits are unusable, or a session was refused.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
 #[non_exhaustive]
 pub enum SessionError {
     /// `max_sessions` is 0 or above [`MAX_SESSIONS_LIMIT`].
@@ -76,6 +82,12 @@ pub enum SessionError {
     /// The client holds its share of the sessions.
     #[error("this client holds {0} sessions, its limit; close one or retry when one ends")]
     ClientFull(usize),
+    /// The client opens sessions faster than its rate.
+    #[error("this client opens sessions faster than {0} per second, its limit; retry later")]
+    TooFast(f64),
+    /// The creation rate is not a positive number (infinite is unbounded).
+    #[error("new sessions per client per second {0} must be a positive number")]
+    BadRate(f64),
 }
 
 impl SessionLimits {
@@ -95,7 +107,18 @@ impl SessionLimits {
         {
             return Err(SessionError::BadPerClient(n, self.max_sessions));
         }
+        if let Some(r) = self.new_per_client_per_s
+            && (r.is_nan() || r <= 0.0)
+        {
+            return Err(SessionError::BadRate(r));
+        }
         Ok(())
+    }
+
+    /// New sessions one client may open per second, sustained.
+    pub fn creation_rate(&self) -> f64 {
+        self.new_per_client_per_s
+            .unwrap_or(self.per_client() as f64)
     }
 
     /// Live sessions one client may hold.
@@ -173,6 +196,8 @@ struct Live<K, V> {
     map: HashMap<K, Entry<V>>,
     per_client: HashMap<IpAddr, usize>,
     evicted: Vec<(K, V)>,
+    /// Each client's creation tokens and when they were counted.
+    buckets: HashMap<IpAddr, (f64, Instant)>,
 }
 
 impl<K: Eq + Hash, V> Live<K, V> {
@@ -211,6 +236,7 @@ impl<K: Eq + Hash + Clone, V: Clone> SessionTable<K, V> {
                 map: HashMap::new(),
                 per_client: HashMap::new(),
                 evicted: Vec::new(),
+                buckets: HashMap::new(),
             }),
             ended: AtomicU64::new(0),
             wake: Arc::new(Notify::new()),
@@ -244,22 +270,28 @@ impl<K: Eq + Hash + Clone, V: Clone> SessionTable<K, V> {
             // Re-admitting a key replaces its session (the old value is closed).
             live.evicted.push((key.clone(), old.value));
         }
+        let tokens = self.tokens(&live, client, now);
         let held = client.map_or(0, |c| live.per_client.get(&c).copied().unwrap_or(0));
         let at_share = client.is_some() && held >= self.limits.per_client();
         let full = live.map.len() >= self.limits.max_sessions;
+        // Room comes from the client's own idle sessions once it holds its share.
+        let from = if at_share { client } else { None };
+        if (at_share || full) && self.idlest(&live, now, from).is_none() {
+            return Err(if full {
+                SessionError::Full(live.map.len())
+            } else {
+                SessionError::ClientFull(held)
+            });
+        }
+        let tokens = tokens?;
         if at_share || full {
-            // Room comes from the client's own idle sessions once it holds its share.
-            let from = if at_share { client } else { None };
-            if self.evict_idlest(&mut live, now, from).is_none() {
-                return Err(if full {
-                    SessionError::Full(live.map.len())
-                } else {
-                    SessionError::ClientFull(held)
-                });
-            }
+            self.evict_idlest(&mut live, now, from);
         }
         if let Some(c) = client {
             *live.per_client.entry(c).or_default() += 1;
+            if tokens.is_finite() {
+                self.spend(&mut live, c, tokens, now);
+            }
         }
         live.map.insert(
             key,
@@ -278,18 +310,56 @@ impl<K: Eq + Hash + Clone, V: Clone> SessionTable<K, V> {
     pub fn refusal(&self) -> Option<SessionError> {
         let live = self.lock();
         let client = current_client();
+        let tokens = self.tokens(&live, client, Instant::now());
         let held = client.map_or(0, |c| live.per_client.get(&c).copied().unwrap_or(0));
         let at_share = client.is_some() && held >= self.limits.per_client();
         let full = live.map.len() >= self.limits.max_sessions;
         let from = if at_share { client } else { None };
         if !(at_share || full) || self.idlest(&live, Instant::now(), from).is_some() {
-            return None;
+            return tokens.err();
         }
         Some(if full {
             SessionError::Full(live.map.len())
         } else {
             SessionError::ClientFull(held)
         })
+    }
+
+    /// The creation tokens `client` has now (its bucket refilled at the creation rate, up to
+    /// its share); an error when it has less than one.
+    fn tokens(
+        &self,
+        live: &Live<K, V>,
+        client: Option<IpAddr>,
+        now: Instant,
+    ) -> Result<f64, SessionError> {
+        let rate = self.limits.creation_rate();
+        let Some(c) = client.filter(|_| rate.is_finite()) else {
+            return Ok(f64::INFINITY);
+        };
+        let burst = self.limits.per_client() as f64;
+        let tokens = match live.buckets.get(&c) {
+            Some(&(t, at)) => {
+                (t + rate * now.saturating_duration_since(at).as_secs_f64()).min(burst)
+            }
+            None => burst,
+        };
+        if tokens < 1.0 {
+            return Err(SessionError::TooFast(rate));
+        }
+        Ok(tokens)
+    }
+
+    /// Spends one of `client`'s `tokens` on a session admitted `now`. Buckets that have
+    /// refilled are forgotten once there are many, so the map stays bounded.
+    fn spend(&self, live: &mut Live<K, V>, client: IpAddr, tokens: f64, now: Instant) {
+        live.buckets.insert(client, (tokens - 1.0, now));
+        if live.buckets.len() > 4 * self.limits.max_sessions.max(256) {
+            let (burst, rate) = (self.limits.per_client() as f64, self.limits.creation_rate());
+            live.buckets.retain(|_, (t, at)| {
+                *t + rate * now.saturating_duration_since(*at).as_secs_f64() < burst
+            });
+        }
     }
 
     /// The session idle longest (of `client`, or of anyone), if idle long enough to evict.
@@ -504,8 +574,13 @@ pub async fn serve_connections(
 ) -> Result<(), SessionError> {
     // One entry per connection, with the signal that closes it; the reaper fires it when the
     // connection has been idle too long or has lived too long.
-    let table: Arc<SessionTable<u64, Arc<Shutdown>>> =
-        Arc::new(SessionTable::new(limits.sessions.clone())?);
+    // Connections are bounded in number, per client and in time; the creation rate bounds
+    // sessions (a client without keep-alive opens a connection per request).
+    let connections = SessionLimits {
+        new_per_client_per_s: Some(f64::INFINITY),
+        ..limits.sessions.clone()
+    };
+    let table: Arc<SessionTable<u64, Arc<Shutdown>>> = Arc::new(SessionTable::new(connections)?);
     let _reaper = table.spawn_reaper(|_, close: Arc<Shutdown>| async move { close.close() });
     let app = app.layer(axum::middleware::from_fn_with_state(
         (limits.max_body_bytes, limits.body_timeout),
@@ -726,7 +801,35 @@ mod tests {
             max_lifetime: Duration::from_millis(life_ms),
             max_per_client: Some(cap),
             evict_idle_after: Duration::from_secs(3600),
+            new_per_client_per_s: Some(1e9),
         }
+    }
+
+    #[test]
+    fn a_client_opens_sessions_no_faster_than_its_rate() {
+        let mut l = limits(8, 10_000, 10_000);
+        l.max_per_client = Some(4);
+        l.new_per_client_per_s = Some(20.0);
+        let t: SessionTable<u32> = SessionTable::new(l).unwrap();
+        // A burst of the whole share, closed at once: the churn is then held to the rate.
+        for k in 0..4 {
+            t.admit_for(k, (), ip(2)).unwrap();
+            assert!(t.remove(&k));
+        }
+        assert_eq!(t.admit_for(9, (), ip(2)), Err(SessionError::TooFast(20.0)));
+        assert_eq!(t.len(), 0);
+        // Another client is not slowed down.
+        t.admit_for(10, (), ip(3)).unwrap();
+        // One token comes back every 50 ms.
+        std::thread::sleep(Duration::from_millis(60));
+        t.admit_for(9, (), ip(2)).unwrap();
+        assert_eq!(t.admit_for(11, (), ip(2)), Err(SessionError::TooFast(20.0)));
+        let mut bad = limits(8, 10_000, 10_000);
+        bad.new_per_client_per_s = Some(0.0);
+        assert!(matches!(
+            SessionTable::<u32>::new(bad),
+            Err(SessionError::BadRate(_))
+        ));
     }
 
     fn ip(last: u8) -> Option<IpAddr> {

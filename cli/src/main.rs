@@ -142,6 +142,10 @@ pub(crate) struct SessionArgs {
     /// been idle this many seconds.
     #[arg(long, default_value_t = 60.0)]
     evict_idle_after: f64,
+    /// New sessions one client may open per second, sustained; a burst of its whole share is
+    /// admitted at once [default: its share per second].
+    #[arg(long)]
+    new_sessions_per_client_per_s: Option<f64>,
 }
 
 /// The flag `--FLAG V` as a positive duration.
@@ -168,6 +172,7 @@ impl SessionArgs {
             max_lifetime: secs("max-lifetime", self.max_lifetime)?,
             max_per_client: self.max_sessions_per_client,
             evict_idle_after: secs("evict-idle-after", self.evict_idle_after)?,
+            new_per_client_per_s: self.new_sessions_per_client_per_s,
         };
         limits.validate()?;
         Ok(limits)

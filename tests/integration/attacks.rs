@@ -750,3 +750,62 @@ fn openenv_as_an_evaluation_service_deals_questions_and_bounds_resets() {
     let r = ws_call(&mut other, json!({"type": "reset", "data": {}}));
     assert_eq!(r["type"], "observation", "{r}");
 }
+
+#[test]
+fn a_client_that_churns_sessions_is_held_to_its_creation_rate() {
+    let dir = dataset();
+    let server = Server::openenv(
+        &dir.path().join("data"),
+        &[
+            "--max-sessions",
+            "32",
+            "--new-sessions-per-client-per-s",
+            "10",
+        ],
+    );
+    let addr = server.addr;
+    let create = r#"{"jsonrpc":"2.0","id":1,"method":"openenv/session/create"}"#;
+    let (mut created, mut too_fast) = (0, 0);
+    let t = Instant::now();
+    for _ in 0..100 {
+        let r = request(ATTACKER, addr, "POST", "/mcp", &[], create).unwrap();
+        match r.status {
+            200 => {
+                created += 1;
+                let id = r.json()["result"]["session_id"]
+                    .as_str()
+                    .unwrap()
+                    .to_owned();
+                let close = json!({"jsonrpc": "2.0", "id": 2, "method": "openenv/session/close",
+                                   "params": {"session_id": id}});
+                let r = request(ATTACKER, addr, "POST", "/mcp", &[], &close.to_string());
+                assert_eq!(r.unwrap().status, 200);
+            }
+            503 => {
+                assert_eq!(r.header("retry-after"), Some("1"));
+                let message = r.json()["error"]["message"].to_string();
+                assert!(message.contains("faster than 10 per second"), "{message}");
+                too_fast += 1;
+            }
+            s => panic!("status {s}: {}", r.body),
+        }
+    }
+    // A burst of its share (16), then 10 a second: the loop runs for well under a second
+    // unless the machine is very busy.
+    let allowed = 16.0 + 10.0 * t.elapsed().as_secs_f64() + 1.0;
+    assert!(
+        created >= 16 && (created as f64) <= allowed,
+        "{created} in {:?}",
+        t.elapsed()
+    );
+    assert_eq!(created + too_fast, 100);
+    // The legitimate client is not slowed down by the attacker's rate.
+    let t = Instant::now();
+    let r = request(CLIENT, addr, "POST", "/mcp", &[], create).unwrap();
+    assert_eq!(r.status, 200, "{}", r.body);
+    assert!(t.elapsed() < Duration::from_secs(1));
+    // The attacker's tokens come back at its rate.
+    std::thread::sleep(Duration::from_millis(250));
+    let r = request(ATTACKER, addr, "POST", "/mcp", &[], create).unwrap();
+    assert_eq!(r.status, 200, "{}", r.body);
+}
