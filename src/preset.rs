@@ -89,7 +89,7 @@ impl Shipped for Preset {
 #[cfg_attr(feature = "clap", derive(clap::ValueEnum))]
 #[serde(rename_all = "lowercase")]
 pub enum Stage {
-    /// Training rollouts (the default).
+    /// Training rollouts (the stage a preset file uses when none is named).
     #[default]
     Train,
     /// Evaluation episodes.

@@ -83,8 +83,9 @@ pub struct Args {
     seed: Option<u64>,
 }
 
-/// Runs `rulegym eval`; exits with an error (after writing the outputs) when episodes failed
-/// against the endpoint.
+/// Runs `rulegym eval`; exits with an error naming the first failure when episodes failed
+/// against the endpoint: after writing the outputs when some succeeded, without writing
+/// anything when none did.
 pub fn run(args: Args) -> Result<()> {
     let backend = args
         .llm
@@ -135,6 +136,15 @@ pub fn run(args: Args) -> Result<()> {
         }
     };
     let records = evaluate(&universe, &questions, index, &client, &config, &progress)?;
+    // Every episode failed: the endpoint is unusable, and a report of zeros would mislead.
+    if let Some(first) = records.first().and_then(|r| r.error.as_deref())
+        && records.iter().all(|r| r.error.is_some())
+    {
+        return Err(rulegym::Error::Config(format!(
+            "all {} episodes failed against the endpoint; nothing was written. The first: {first}",
+            records.len()
+        )));
+    }
     let url = args
         .llm
         .endpoint
@@ -172,8 +182,13 @@ pub fn run(args: Args) -> Result<()> {
     );
     if o.errors > 0 {
         return Err(rulegym::Error::Config(format!(
-            "{} of {} episodes failed against the endpoint (see trajectories.jsonl)",
-            o.errors, o.n
+            "{} of {} episodes failed against the endpoint (see trajectories.jsonl); the first: {}",
+            o.errors,
+            o.n,
+            records
+                .iter()
+                .find_map(|r| r.error.as_deref())
+                .unwrap_or("")
         )));
     }
     Ok(())

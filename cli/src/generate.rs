@@ -187,12 +187,13 @@ fn run_batch(batch: &Batch, out: &std::path::Path, force: bool, quiet: bool) -> 
         let wall = start.elapsed().as_secs_f64();
         eprintln!(
             "wrote {n} universes ({} questions) under {} in {wall:.2} s: {:.3} s per universe, \
-             {} workers, {} engines started",
+             {} workers, {} engine{} started",
             report.universes.iter().map(|f| f.questions).sum::<usize>(),
             out.display(),
             wall / n as f64,
             report.workers,
             report.engines_started,
+            if report.engines_started == 1 { "" } else { "s" },
         );
     }
     Ok(())

@@ -93,6 +93,10 @@ pub fn run(args: Args) -> Result<()> {
     let world = Arc::new(World::new("rulegym", kind));
     let episode = world.fixed(id)?;
     if args.transport == Transport::Stdio {
+        // stdout is the protocol's; a person who started this by hand learns why it waits.
+        eprintln!(
+            "rulegym mcp: serving MCP on stdin/stdout, waiting for a client's initialize              (start it from an MCP client, or pass --transport http)"
+        );
         rulegym::mcp::serve_stdio(world, episode)
     } else {
         let addr = format!("{}:{}", args.host, args.port);

@@ -11,7 +11,7 @@ pub struct Args {
     #[arg(long)]
     index: PathBuf,
     /// Number of passages per query.
-    #[arg(long, default_value_t = 3)]
+    #[arg(long = "top-k", alias = "topk", default_value_t = 3)]
     topk: usize,
     /// Print one JSON line per query (Search-R1 result shape) instead of text.
     #[arg(long)]

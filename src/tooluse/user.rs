@@ -15,11 +15,11 @@ use std::sync::Arc;
 #[cfg_attr(feature = "clap", derive(clap::ValueEnum))]
 #[serde(rename_all = "lowercase")]
 pub enum UserKind {
-    /// The rule-based user ([`RuleUser`]: reveals a slot when a question names one of its
-    /// keywords; no LLM, microseconds per turn).
+    /// The rule-based user: reveals a slot when a question names one of its keywords (no LLM,
+    /// microseconds per turn; `RuleUser`).
     #[default]
     Rule,
-    /// SynthAgent's LLM user ([`LlmUser`]).
+    /// SynthAgent's LLM user (`LlmUser`).
     Llm,
 }
 

@@ -378,7 +378,8 @@ fn eval_end_to_end_oracle_one_garbage_zero() {
     assert_eq!(ends, ["answer", "turn cap"].into_iter().collect());
     assert!(lines.iter().all(|l| l["turns"].as_u64().unwrap() <= 3));
 
-    // (c) A dead endpoint: episodes record the error, the command fails and says so.
+    // (c) A dead endpoint: the command fails, says why (the first episode's error) and writes
+    // no report of zeros that could be read as a model's score.
     let dead = {
         let l = TcpListener::bind("127.0.0.1:0").unwrap();
         format!("http://{}", l.local_addr().unwrap())
@@ -386,14 +387,13 @@ fn eval_end_to_end_oracle_one_garbage_zero() {
     let (o, out) = eval(dir.path(), &data, &index, &dead, "dead", &["--limit", "3"]);
     assert!(!o.status.success());
     let stderr = String::from_utf8_lossy(&o.stderr);
-    assert!(stderr.contains("3 of 3 episodes failed"), "{stderr}");
-    let (report, lines) = read_report(&out);
-    assert_eq!(report.overall.errors, 3);
     assert!(
-        lines
-            .iter()
-            .all(|l| l["end"] == "error" && l["error"].as_str().unwrap().contains("gave up"))
+        stderr.contains("all 3 episodes failed against the endpoint; nothing was written")
+            && stderr.contains("gave up"),
+        "{stderr}"
     );
+    assert!(!out.join("report.json").exists());
+    assert!(!out.join("trajectories.jsonl").exists());
 }
 
 #[test]

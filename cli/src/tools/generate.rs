@@ -18,7 +18,7 @@ pub struct GenerateArgs {
     #[arg(long)]
     universe: PathBuf,
     /// Number of tasks.
-    #[arg(long)]
+    #[arg(long, default_value_t = 100)]
     count: usize,
     /// Output file (JSONL, one task per line).
     #[arg(long)]
