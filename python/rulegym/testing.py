@@ -78,10 +78,15 @@ TOOL_PROPERTIES: List[str] = list(tool_reward_properties())
 
 
 def _reward_value(value: Any) -> Optional[float]:
+    """A reward as a float: a number (or a ``{"score": number}`` dict, verl's shape), ``None``
+    for no reward. Text and booleans are errors, as on the CLI: ``float("1")`` would hide a
+    reward function that returns strings."""
     if isinstance(value, dict):
         value = value.get("score")
     if value is None:
         return None
+    if isinstance(value, (str, bytes, bool)) or not hasattr(value, "__float__"):
+        raise TypeError(f"a reward must be a number, got {type(value).__name__} {value!r}")
     return float(value)
 
 

@@ -54,6 +54,17 @@ def test_planted_bug_is_caught_with_a_minimal_counterexample():
     assert f["expected"] == "< 1"
 
 
+def test_a_reward_that_is_not_a_number_is_an_error_as_on_the_cli():
+    def textual(response, answers):
+        return "1"
+
+    with pytest.raises(rulegym.RulegymError, match="TypeError: a reward must be a number, got str '1'"):
+        check_reward(textual, cases=10, **WORLD)
+    # Numbers of any kind, verl's {"score": x} and None (no reward) are accepted.
+    report = check_reward(lambda r, a: {"score": 0}, cases=10, **WORLD)
+    assert set(report) >= {"passed", "properties", "failures"}
+
+
 def test_verl_search_r1_like_qa_em_treats_the_gold_list_as_alternatives():
     import_or_skip("verl")
     from verl.utils.reward_score import default_compute_score
