@@ -9,7 +9,10 @@ use std::path::PathBuf;
 /// Flags of `rulegym score`.
 #[derive(clap::Args, Debug)]
 pub struct Args {
-    /// JSONL lines `{"answers": [...], "prediction": "..."}`; `-` reads stdin.
+    /// JSONL lines `{"answers": [...], "prediction": "..."[, "id": ...]}`; `-` reads stdin.
+    /// A prediction is scored on the text of its last `<answer>...</answer>` when it has one,
+    /// else on the whole text as given (a `<think>` block is then part of it); each output line
+    /// echoes the input's `id` when it has one.
     #[arg(long, default_value = "-")]
     pairs: PathBuf,
     /// Read `rulegym reward-check` lines and answer each with `{"id", "reward"}`, flushed per
@@ -46,6 +49,8 @@ struct RewardLine {
 struct Pair {
     answers: Vec<String>,
     prediction: String,
+    #[serde(default)]
+    id: Option<serde_json::Value>,
 }
 
 /// Runs `rulegym score`; a malformed line is an error naming the line.
@@ -116,12 +121,11 @@ pub fn run(args: Args) -> Result<()> {
             // A prediction with <answer> tags is scored on its last answer; plain text as is.
             let text = last_answer([pair.prediction.as_str()]).unwrap_or(pair.prediction);
             let s = score(&text, &pair.answers, mode);
-            writeln!(
-                out,
-                "{}",
-                serde_json::json!({"f1": s.f1, "em": s.em, "precision": s.precision, "recall": s.recall})
-            )
-            .map_err(write_err)?;
+            let mut line = serde_json::json!({"f1": s.f1, "em": s.em, "precision": s.precision, "recall": s.recall});
+            if let Some(id) = pair.id {
+                line["id"] = id;
+            }
+            writeln!(out, "{line}").map_err(write_err)?;
         }
     }
     out.flush().map_err(write_err)

@@ -191,9 +191,12 @@ fn search_rewards_equal_rulegym_score() {
     ];
     let dir = tempfile::tempdir().unwrap();
     let pairs = dir.path().join("pairs.jsonl");
-    let lines: Vec<String> = answers
-        .iter()
-        .map(|a| json!({"answers": q.answers, "prediction": a}).to_string())
+    // Lines with an `id` get it back; lines without one get none.
+    let lines: Vec<String> = (answers.iter().enumerate())
+        .map(|(i, a)| match i {
+            0 => json!({"answers": q.answers, "prediction": a}).to_string(),
+            _ => json!({"answers": q.answers, "prediction": a, "id": format!("p{i}")}).to_string(),
+        })
         .collect();
     std::fs::write(&pairs, lines.join("\n") + "\n").unwrap();
     let out = run_ok(rulegym().arg("score").arg("--pairs").arg(&pairs));
@@ -202,7 +205,17 @@ fn search_rewards_equal_rulegym_score() {
     let stdout = String::from_utf8(out.stdout).unwrap();
     let scored: Vec<&str> = stdout.lines().collect();
     assert_eq!(scored.len(), answers.len());
-    for (answer, report) in answers.iter().zip(&scored) {
+    for (i, (answer, report)) in answers.iter().zip(&scored).enumerate() {
+        let id: serde_json::Value =
+            serde_json::from_str::<serde_json::Value>(report).unwrap()["id"].clone();
+        assert_eq!(
+            id,
+            if i == 0 {
+                json!(null)
+            } else {
+                json!(format!("p{i}"))
+            }
+        );
         let mut s = search_session(q, 4);
         s.call("answer", &args(json!({ "answer": answer })))
             .unwrap();
