@@ -7,8 +7,10 @@ p50/p99 per call while 20,000 abandoned sessions arrive.
 
 An MCP session is what `initialize` opens (never DELETEd); a `serve` session is a keep-alive
 connection that sent one request and stays open. Both servers run with their defaults
-(--max-sessions 1024), except a 6 s idle timeout so the reclaim shows within the run. Memory is
-the server process's VmRSS (/proc/PID/status). Prints one JSON object.
+(--max-sessions 1024, so each client's share is 512), except a 6 s idle timeout so the reclaim
+shows within the run. The flood comes from four clients (threads bound to 127.0.0.10-13, all
+loopback on Linux), the valid client from 127.0.0.3: servers tell clients apart by peer address.
+Memory is the server process's VmRSS (/proc/PID/status). Prints one JSON object.
 """
 
 from __future__ import annotations
@@ -71,10 +73,18 @@ def read_response(sock: socket.socket) -> tuple[int, dict, bytes]:
     return status, headers, body
 
 
-def request(addr, method, path, body="", headers=None, sock=None, close=True):
+VALID = "127.0.0.3"
+FLOODERS = [f"127.0.0.{10 + i}" for i in range(4)]
+
+
+def connect(addr, src: str) -> socket.socket:
+    return socket.create_connection(addr, source_address=(src, 0))
+
+
+def request(addr, method, path, body="", headers=None, sock=None, close=True, src=VALID):
     own = sock is None
     if own:
-        sock = socket.create_connection(addr)
+        sock = connect(addr, src)
     h = {"Host": "127.0.0.1", "Content-Type": "application/json", "Content-Length": str(len(body))}
     h.update(headers or {})
     if close:
@@ -97,22 +107,23 @@ def start(cmd: list[str]) -> tuple[subprocess.Popen, tuple[str, int]]:
 
 
 def flood(addr, total: int, one):
-    """Starts 4 threads calling `one(addr)` `total` times in all: (threads, counts, start)."""
+    """Starts a thread per flooding client calling `one(addr, src)` `total` times in all:
+    (threads, counts, start)."""
     counter = iter(range(total))
     lock = threading.Lock()
     counts = {"ok": 0, "busy": 0}
 
-    def worker():
+    def worker(src):
         while True:
             with lock:
                 if next(counter, None) is None:
                     return
-            ok = one(addr)
+            ok = one(addr, src)
             with lock:
                 counts["ok" if ok else "busy"] += 1
 
     t0 = time.time()
-    threads = [threading.Thread(target=worker) for _ in range(4)]
+    threads = [threading.Thread(target=worker, args=(src,)) for src in FLOODERS]
     for t in threads:
         t.start()
     return threads, counts, t0
@@ -181,8 +192,8 @@ def main() -> int:
                 st, _, _ = request(addr, "POST", "/mcp", call, sess)
                 assert st == 200, st
 
-            def open_mcp(a):
-                st, _, _ = request(a, "POST", "/mcp", INIT, accept)
+            def open_mcp(a, src):
+                st, _, _ = request(a, "POST", "/mcp", INIT, accept, src=src)
                 return st == 200
 
             results.append(measure("mcp --transport http", proc, addr, open_mcp, valid, args.flood, idle))
@@ -194,15 +205,18 @@ def main() -> int:
         proc, addr = start([args.bin, "serve", "--index", str(data / "index.idx"), "--port", "0", *limits])
         held, lock = [], threading.Lock()
         try:
-            vsock = socket.create_connection(addr)
+            vsock = connect(addr, VALID)
             body = json.dumps({"queries": ["who is the mother"], "topk": 2})
 
             def valid():
                 st, _, _ = request(addr, "POST", "/retrieve", body, sock=vsock, close=False)
                 assert st == 200, st
 
-            def open_conn(a):
-                s = socket.create_connection(a)
+            def open_conn(a, src):
+                try:
+                    s = connect(a, src)
+                except OSError:
+                    return False
                 st, _, _ = request(a, "GET", "/health", sock=s, close=False)
                 if st == 200:
                     with lock:

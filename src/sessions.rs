@@ -88,6 +88,12 @@ pub enum SessionError {
     /// The creation rate is not a positive number (infinite is unbounded).
     #[error("new sessions per client per second {0} must be a positive number")]
     BadRate(f64),
+    /// The client has started its budget of episodes ([`EpisodeBudget`]).
+    #[error("this client has started {0} episodes, its limit on this server")]
+    EpisodesSpent(u64),
+    /// An [`EpisodeBudget`] counts as many clients as it can.
+    #[error("too many clients ({0}) for this evaluation service")]
+    TooManyClients(usize),
 }
 
 impl SessionLimits {
@@ -148,6 +154,64 @@ pub fn current_client() -> Option<IpAddr> {
 /// Runs `f` as serving `client`: sessions it admits count against that client's share.
 pub async fn serve_as<F: std::future::Future>(client: IpAddr, f: F) -> F::Output {
     CLIENT.scope(client, f).await
+}
+
+/// Episodes each client may start on a server (an evaluation service's bound, so that rewards
+/// served by question cannot be mined for answers): counted per peer address, never given back
+/// except for an episode that did not start ([`EpisodeBudget::refund`]).
+#[derive(Debug)]
+pub struct EpisodeBudget {
+    max: Option<u64>,
+    used: Mutex<HashMap<IpAddr, u64>>,
+}
+
+/// Distinct clients an [`EpisodeBudget`] keeps count of; a new client beyond is refused.
+pub const MAX_COUNTED_CLIENTS: usize = 1 << 16;
+
+impl EpisodeBudget {
+    /// `max` episodes per client (`None`: unbounded, nothing is counted).
+    pub fn new(max: Option<u64>) -> Self {
+        EpisodeBudget {
+            max,
+            used: Mutex::default(),
+        }
+    }
+
+    /// The bound per client, if any.
+    pub fn max(&self) -> Option<u64> {
+        self.max
+    }
+
+    /// Counts one episode start of `client`, or refuses it past the budget (a request served
+    /// without a peer address is not counted).
+    pub fn charge(&self, client: Option<IpAddr>) -> Result<(), SessionError> {
+        let (Some(max), Some(client)) = (self.max, client) else {
+            return Ok(());
+        };
+        let mut used = self.used.lock().unwrap_or_else(|e| e.into_inner());
+        if used.len() >= MAX_COUNTED_CLIENTS && !used.contains_key(&client) {
+            return Err(SessionError::TooManyClients(MAX_COUNTED_CLIENTS));
+        }
+        let n = used.entry(client).or_default();
+        if *n >= max {
+            return Err(SessionError::EpisodesSpent(max));
+        }
+        *n += 1;
+        Ok(())
+    }
+
+    /// Gives back a charge whose episode did not start (a refused or failed start).
+    pub fn refund(&self, client: Option<IpAddr>) {
+        if let (Some(_), Some(client)) = (self.max, client)
+            && let Some(n) = self
+                .used
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .get_mut(&client)
+        {
+            *n = n.saturating_sub(1);
+        }
+    }
 }
 
 /// A close signal that every waiter sees, including those that start waiting after it fired.
@@ -751,6 +815,24 @@ async fn refuse(mut stream: tokio::net::TcpStream, why: SessionError) {
 /// Seconds a refused client is told to wait (`Retry-After`).
 pub const RETRY_AFTER_S: u64 = 1;
 
+/// The tokio runtime every network server runs on. Its memory is bounded for a burst of
+/// clients: at most four blocking threads per core (tokio's default is 512), and glibc keeps
+/// one malloc arena per core rather than up to eight (each thread that allocates may
+/// otherwise take its own arena, which is never unmapped: ~200 KiB a thread that outlives
+/// the burst).
+pub fn server_runtime() -> std::io::Result<tokio::runtime::Runtime> {
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    // SAFETY: mallopt only sets a glibc tuning parameter; it takes no pointers.
+    unsafe {
+        libc::mallopt(libc::M_ARENA_MAX, cores.min(64) as libc::c_int);
+    }
+    tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .max_blocking_threads(4 * cores)
+        .build()
+}
+
 /// Hands memory the allocator holds but no longer uses back to the system (glibc only; a
 /// no-op elsewhere), so a server's resident size falls after a burst of sessions ends.
 pub fn release_freed_memory() {
@@ -772,22 +854,25 @@ pub fn refusal_body(why: &SessionError) -> String {
     .to_string()
 }
 
-/// A session refusal as every server answers it: HTTP 503 with `Retry-After` and
-/// [`refusal_body`].
+/// A session refusal as every server answers it, with [`refusal_body`]: HTTP 503 with
+/// `Retry-After` for a bound that frees up (the cap, the client's share, its rate), 403 for a
+/// client that has spent its [`EpisodeBudget`].
 pub fn refusal_response(why: &SessionError) -> axum::response::Response {
+    use axum::http::{StatusCode, header};
     use axum::response::IntoResponse;
-    (
-        axum::http::StatusCode::SERVICE_UNAVAILABLE,
-        [
-            (
-                axum::http::header::CONTENT_TYPE,
-                "application/json".to_owned(),
-            ),
-            (axum::http::header::RETRY_AFTER, RETRY_AFTER_S.to_string()),
-        ],
-        refusal_body(why),
-    )
-        .into_response()
+    let json = (header::CONTENT_TYPE, "application/json".to_owned());
+    match why {
+        // Spent for good: waiting would not help.
+        SessionError::EpisodesSpent(_) | SessionError::TooManyClients(_) => {
+            (StatusCode::FORBIDDEN, [json], refusal_body(why)).into_response()
+        }
+        _ => (
+            StatusCode::SERVICE_UNAVAILABLE,
+            [json, (header::RETRY_AFTER, RETRY_AFTER_S.to_string())],
+            refusal_body(why),
+        )
+            .into_response(),
+    }
 }
 
 #[cfg(test)]

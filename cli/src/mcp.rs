@@ -55,6 +55,15 @@ pub struct Args {
     /// repeatable): the DNS-rebinding guard rejects any other.
     #[arg(long)]
     allow_host: Vec<String>,
+    /// Serve as an evaluation service (http): each MCP session plays the next question (task)
+    /// in order, --question and --task are refused, and each client starts at most
+    /// --max-episodes-per-client sessions, so rewards cannot be mined for answers.
+    #[arg(long, conflicts_with_all = ["question", "task"])]
+    eval: bool,
+    /// MCP sessions (episodes) one client (peer address) may start (http) [default:
+    /// unbounded; with --eval, the number of questions served].
+    #[arg(long)]
+    max_episodes_per_client: Option<u64>,
     /// Session bounds (http).
     #[command(flatten)]
     sessions: super::SessionArgs,
@@ -90,17 +99,34 @@ pub fn run(args: Args) -> Result<()> {
         (None, None) => unreachable!("clap requires --dataset or --tasks"),
     };
     let limits = args.sessions.limits()?;
-    let world = Arc::new(World::new("rulegym", kind));
+    let mut world = World::new("rulegym", kind);
+    let mut max_episodes = args.max_episodes_per_client;
+    if args.eval {
+        if args.transport == Transport::Stdio {
+            return Err(rulegym::Error::Config(
+                "--eval serves many clients: pass --transport http".into(),
+            ));
+        }
+        max_episodes = max_episodes.or(Some(world.len() as u64));
+        world = world.dealt();
+    }
+    let world = Arc::new(world);
     let episode = world.fixed(id)?;
     if args.transport == Transport::Stdio {
         // stdout is the protocol's; a person who started this by hand learns why it waits.
         eprintln!(
-            "rulegym mcp: serving MCP on stdin/stdout, waiting for a client's initialize              (start it from an MCP client, or pass --transport http)"
+            "rulegym mcp: serving MCP on stdin/stdout, waiting for a client's initialize \
+             (start it from an MCP client, or pass --transport http)"
         );
         rulegym::mcp::serve_stdio(world, episode)
     } else {
         let addr = format!("{}:{}", args.host, args.port);
-        rulegym::mcp::serve_http(world, episode, &addr, &args.allow_host, limits, |local| {
+        let config = rulegym::mcp::HttpConfig {
+            allowed_hosts: args.allow_host,
+            sessions: limits,
+            max_episodes_per_client: max_episodes,
+        };
+        rulegym::mcp::serve_http(world, episode, &addr, config, |local| {
             eprintln!("serving MCP (streamable HTTP) on http://{local}/mcp");
         })
     }

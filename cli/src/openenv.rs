@@ -39,8 +39,9 @@ pub struct Args {
     /// TCP port (0 picks a free one, printed on stderr).
     #[arg(long, default_value_t = 8000)]
     port: u16,
-    /// Largest request body or WebSocket message, in bytes.
-    #[arg(long, default_value_t = 1 << 20)]
+    /// Largest request body or WebSocket message, in bytes (a socket keeps a read buffer the
+    /// size of its largest message while it is open).
+    #[arg(long, default_value_t = 128 * 1024)]
     max_message_bytes: usize,
     /// Seconds one reset or tool call may run before it is answered with an error.
     #[arg(long, default_value_t = 120.0)]

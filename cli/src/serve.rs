@@ -38,9 +38,7 @@ pub fn run(args: Args) -> Result<()> {
         ..RetrievalServerConfig::default()
     };
     cfg.validate()?;
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
+    let rt = rulegym::sessions::server_runtime()
         .map_err(|e| RetrievalError::Io("start tokio runtime".into(), e))?;
     rt.block_on(async move {
         let addr = format!("{}:{}", args.host, args.port);

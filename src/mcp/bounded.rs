@@ -3,7 +3,7 @@
 //! [`SessionTable`] (refused beyond the cap), its activity resets the idle clock, and the
 //! table's reaper closes idle and over-age sessions (which ends their episode and frees it).
 
-use crate::sessions::{SessionError, SessionLimits, SessionTable, refusal_response};
+use crate::sessions::{EpisodeBudget, SessionError, SessionLimits, SessionTable, refusal_response};
 use futures_core::Stream;
 use rmcp::model::{ClientJsonRpcMessage, ServerJsonRpcMessage};
 use rmcp::transport::streamable_http_server::session::local::{
@@ -160,18 +160,39 @@ impl SessionManager for BoundedSessions {
     }
 }
 
+/// What a new MCP session must pass before rmcp creates it ([`admit_new_sessions`]).
+#[derive(Clone)]
+pub(super) struct Admission {
+    /// The live sessions (the cap, the client's share, its creation rate).
+    pub(super) table: Arc<SessionTable<SessionId>>,
+    /// Sessions each client may start over the server's life.
+    pub(super) episodes: Arc<EpisodeBudget>,
+}
+
 /// An axum middleware answering a new session's `initialize` with 503, `Retry-After` and a
 /// JSON-RPC error when the client could not be admitted (rmcp would answer a refused session
-/// with a 500).
-pub async fn refuse_when_full(
-    axum::extract::State(table): axum::extract::State<Arc<SessionTable<SessionId>>>,
+/// with a 500) or has started its budget of episodes; a request that opened no session (it
+/// failed) gives its charge back.
+pub(super) async fn admit_new_sessions(
+    axum::extract::State(admission): axum::extract::State<Admission>,
     request: axum::extract::Request,
     next: axum::middleware::Next,
 ) -> axum::response::Response {
     let opens_session = request.method() == axum::http::Method::POST
         && !request.headers().contains_key("mcp-session-id");
-    if opens_session && let Some(why) = table.refusal() {
+    if !opens_session {
+        return next.run(request).await;
+    }
+    if let Some(why) = admission.table.refusal() {
         return refusal_response(&why);
     }
-    next.run(request).await
+    let client = crate::sessions::current_client();
+    if let Err(why) = admission.episodes.charge(client) {
+        return refusal_response(&why);
+    }
+    let response = next.run(request).await;
+    if !response.status().is_success() {
+        admission.episodes.refund(client);
+    }
+    response
 }

@@ -46,10 +46,7 @@ fn transport_err(context: impl Into<String>, e: impl std::fmt::Display) -> crate
 }
 
 fn runtime() -> crate::Result<tokio::runtime::Runtime> {
-    tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-        .map_err(|e| transport_err("start tokio runtime", e))
+    crate::sessions::server_runtime().map_err(|e| transport_err("start tokio runtime", e))
 }
 
 /// Serves one session of `episode` over stdin/stdout until the client closes the connection.
@@ -72,23 +69,42 @@ pub fn serve_stdio(world: Arc<World>, episode: FixedEpisode) -> crate::Result<()
 /// Largest request body `rulegym mcp --transport http` reads, in bytes.
 pub const MAX_BODY_BYTES: usize = 1 << 20;
 
-/// Serves `episode` of `world` over streamable HTTP at `http://{listener address}/mcp`, one episode per MCP
-/// session, until the process is stopped. Requests must name a loopback host (`localhost`,
-/// `127.0.0.1`, `::1`) or one of `extra_hosts` in their `Host` header (rmcp's DNS-rebinding
-/// guard). Sessions are bounded by `limits` ([`crate::sessions`]): beyond the cap, or a
-/// client's share of it, a new session is answered 503 with `Retry-After` and a JSON-RPC error;
-/// idle and over-age sessions are closed and their episodes freed; DELETE closes one at once.
-/// Connections are served by [`crate::sessions::serve_connections`] under the same limits. `ready` is called with the bound address (port 0
-/// picks a free port).
+/// How `rulegym mcp --transport http` serves ([`serve_http`]).
+#[derive(Clone, Debug, Default)]
+pub struct HttpConfig {
+    /// `Host` header values (name, or name:port) accepted besides the loopback names: rmcp's
+    /// DNS-rebinding guard refuses any other.
+    pub allowed_hosts: Vec<String>,
+    /// Live MCP sessions, per client, their idle timeout and lifetime; the same cap bounds
+    /// connections.
+    pub sessions: crate::sessions::SessionLimits,
+    /// MCP sessions (episodes) one client may start over the server's life (`None`:
+    /// unbounded); with a world that deals its tasks, an evaluation service.
+    pub max_episodes_per_client: Option<u64>,
+}
+
+/// Serves `episode` of `world` over streamable HTTP at `http://{listener address}/mcp`, one
+/// episode per MCP session, until the process is stopped. Requests must name a loopback host
+/// (`localhost`, `127.0.0.1`, `::1`) or one of the configured hosts in their `Host` header
+/// (rmcp's DNS-rebinding guard). Sessions are bounded by the configured limits
+/// ([`crate::sessions`]): beyond the cap, a client's share of it, its creation rate or its
+/// episode budget, a new session is answered 503 with `Retry-After` and a JSON-RPC error; idle
+/// and over-age sessions are closed and their episodes freed; DELETE closes one at once.
+/// Connections are served by [`crate::sessions::serve_connections`] under the same limits.
+/// `ready` is called with the bound address (port 0 picks a free port).
 pub fn serve_http(
     world: Arc<World>,
     episode: FixedEpisode,
     addr: &str,
-    extra_hosts: &[String],
-    limits: crate::sessions::SessionLimits,
+    config: HttpConfig,
     ready: impl FnOnce(std::net::SocketAddr),
 ) -> crate::Result<()> {
     use rmcp::transport::{StreamableHttpServerConfig, StreamableHttpService};
+    let HttpConfig {
+        allowed_hosts,
+        sessions: limits,
+        max_episodes_per_client,
+    } = config;
     let sessions = BoundedSessions::new(limits.clone())?;
     runtime()?.block_on(async move {
         let listener = tokio::net::TcpListener::bind(addr)
@@ -97,24 +113,30 @@ pub fn serve_http(
         let local = listener
             .local_addr()
             .map_err(|e| transport_err("read the bound address", e))?;
-        // Fail before listening when a session cannot be built (the factory runs per session).
-        McpServer::new(world.clone(), &episode)?;
+        // Fail before listening when a session cannot be built (the factory runs per session);
+        // a dealt episode is not tried, so that the first client gets the first task.
+        if episode != FixedEpisode::Dealt {
+            McpServer::new(world.clone(), &episode)?;
+        }
         let config = StreamableHttpServerConfig::default();
         let hosts: Vec<String> = config
             .allowed_hosts
             .iter()
             .cloned()
-            .chain(extra_hosts.iter().cloned())
+            .chain(allowed_hosts)
             .collect();
         let _reaper = sessions.spawn_reaper();
-        let table = sessions.table().clone();
+        let admission = bounded::Admission {
+            table: sessions.table().clone(),
+            episodes: Arc::new(crate::sessions::EpisodeBudget::new(max_episodes_per_client)),
+        };
         let service = StreamableHttpService::new(
             move || McpServer::new(world.clone(), &episode).map_err(std::io::Error::other),
             sessions,
             config.with_allowed_hosts(hosts),
         );
         let router = axum::Router::new().nest_service("/mcp", service).layer(
-            axum::middleware::from_fn_with_state(table, bounded::refuse_when_full),
+            axum::middleware::from_fn_with_state(admission, bounded::admit_new_sessions),
         );
         ready(local);
         let connections = crate::sessions::ConnectionLimits {

@@ -63,9 +63,7 @@ pub fn serve_blocking(
         context,
         message: e.to_string(),
     };
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
+    let runtime = crate::sessions::server_runtime()
         .map_err(|e| transport("start the async runtime".into(), e))?;
     runtime.block_on(async move {
         let listener = tokio::net::TcpListener::bind(addr)

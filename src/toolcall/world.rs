@@ -591,8 +591,17 @@ impl World {
     }
 
     /// The one episode every session of a single-episode server (MCP) plays: the question or
-    /// task `id`; without one, browsing a dataset, or the task file's only task.
+    /// task `id`; without one, browsing a dataset, or the task file's only task. A world that
+    /// deals its tasks ([`World::dealt`]) plays the next one in order in each session, and
+    /// refuses an `id`.
     pub fn fixed(&self, id: Option<&str>) -> crate::Result<FixedEpisode> {
+        if self.dealt {
+            return match id {
+                Some(_) => Err(WorldError::Dealt.into()),
+                None if self.is_empty() => Err(WorldError::Empty("the world has no tasks").into()),
+                None => Ok(FixedEpisode::Dealt),
+            };
+        }
         let req = match (id, &self.kind) {
             (Some(id), WorldKind::Search(_)) => ResetRequest {
                 question_id: Some(id.to_owned()),
@@ -620,6 +629,7 @@ impl World {
         match episode {
             FixedEpisode::Browse => self.browse(),
             FixedEpisode::Reset(req) => self.session(req),
+            FixedEpisode::Dealt => self.session(&ResetRequest::default()),
         }
     }
 }
@@ -631,4 +641,6 @@ pub enum FixedEpisode {
     Browse,
     /// The episode this request picks.
     Reset(ResetRequest),
+    /// The world's next task in order, a new one per session ([`World::dealt`]).
+    Dealt,
 }

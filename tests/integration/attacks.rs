@@ -343,6 +343,43 @@ fn p99(mut v: Vec<Duration>) -> Duration {
     v[(v.len() * 99 / 100).min(v.len() - 1)]
 }
 
+/// Once the attackers have left, the server's resident memory returns within 10% of
+/// `start_kib` (polled for up to 15 s: the reaper hands freed memory back on its ticks, which
+/// come late on a loaded machine). Returns the RSS it settled at.
+fn assert_memory_returns(server: &Server, start_kib: u64, attack: &str) -> u64 {
+    let t = Instant::now();
+    let kib = loop {
+        let kib = server.rss_kib();
+        if kib * 10 <= start_kib * 11 || t.elapsed() > Duration::from_secs(15) {
+            break kib;
+        }
+        std::thread::sleep(Duration::from_millis(250));
+    };
+    eprintln!(
+        "{attack}: RSS back to {kib} KiB (start {start_kib} KiB) {:.1} s after the attackers left",
+        t.elapsed().as_secs_f64()
+    );
+    assert!(
+        kib * 10 <= start_kib * 11,
+        "{attack}: RSS {kib} KiB not within 10% of {start_kib} KiB"
+    );
+    kib
+}
+
+/// The resident memory of a server that has served four legitimate episodes at once (its
+/// caches, engine pool and worker threads warm): the baseline an attack is measured from.
+fn warm_rss_kib(server: &Server) -> u64 {
+    let addr = server.addr;
+    let episodes: Vec<_> = (0..4)
+        .map(|_| std::thread::spawn(move || legitimate_episode(addr)))
+        .collect();
+    for e in episodes {
+        e.join().unwrap();
+    }
+    std::thread::sleep(Duration::from_millis(300));
+    server.rss_kib()
+}
+
 pub(super) fn dataset() -> tempfile::TempDir {
     let dir = tempfile::tempdir().unwrap();
     generate_small(&dir.path().join("data"));
@@ -364,6 +401,7 @@ fn openenv_attaching_many_sockets_to_one_session_is_bounded_and_reaped() {
         ],
     );
     let addr = server.addr;
+    let start_kib = warm_rss_kib(&server);
     let created = request(
         ATTACKER,
         addr,
@@ -416,6 +454,8 @@ fn openenv_attaching_many_sockets_to_one_session_is_bounded_and_reaped() {
         (Some(0), Some(0)),
         "{h}"
     );
+    drop(held);
+    assert_memory_returns(&server, start_kib, "attach flood");
 }
 
 #[test]
@@ -426,20 +466,23 @@ fn openenv_slow_and_dripped_bodies_are_cut_off() {
         &["--max-sessions", "64", "--body-timeout", "2"],
     );
     let addr = server.addr;
-    // A body declared over the bound is refused before any of it is sent.
+    let start_kib = warm_rss_kib(&server);
+    // A body declared over the bound (128 KiB) is refused before any of it is sent.
     let mut s = connect_from(ATTACKER, addr, None).unwrap();
     s.write_all(b"POST /step HTTP/1.1\r\nHost: x\r\nContent-Length: 2000000\r\n\r\n")
         .unwrap();
     assert_eq!(read_reply(&mut s).unwrap().status, 413);
-    // One socket drips a byte per segment for 1.5 s.
-    let start_kib = server.rss_kib();
+    // One socket drips a byte per segment for 1.5 s (at most 100,000: the body stays short).
     let mut drip = connect_from(ATTACKER, addr, None).unwrap();
-    drip.write_all(b"POST /step HTTP/1.1\r\nHost: x\r\nContent-Length: 1000000\r\n\r\n")
+    drip.write_all(b"POST /step HTTP/1.1\r\nHost: x\r\nContent-Length: 130000\r\n\r\n")
         .unwrap();
     let dripper = std::thread::spawn(move || {
         let t = Instant::now();
         let mut sent = 0;
-        while t.elapsed() < Duration::from_millis(1500) && drip.write_all(b" ").is_ok() {
+        while sent < 100_000
+            && t.elapsed() < Duration::from_millis(1500)
+            && drip.write_all(b" ").is_ok()
+        {
             sent += 1;
         }
         (drip, sent)
@@ -451,7 +494,7 @@ fn openenv_slow_and_dripped_bodies_are_cut_off() {
     for _ in 0..200 {
         if let Some(mut s) = connect_from(ATTACKER, addr, None) {
             let _ =
-                s.write_all(b"POST /step HTTP/1.1\r\nHost: x\r\nContent-Length: 1000000\r\n\r\n{");
+                s.write_all(b"POST /step HTTP/1.1\r\nHost: x\r\nContent-Length: 130000\r\n\r\n{");
             slow.push(s);
         }
     }
@@ -483,6 +526,8 @@ fn openenv_slow_and_dripped_bodies_are_cut_off() {
         answers.get(&503).copied().unwrap_or(0) >= 150,
         "{answers:?}"
     );
+    drop((slow, drip));
+    assert_memory_returns(&server, start_kib, "dripped and slow bodies");
 }
 
 #[test]
@@ -493,7 +538,7 @@ fn openenv_a_client_that_never_reads_is_cut_off() {
         &["--max-sessions", "16", "--send-timeout", "1"],
     );
     let addr = server.addr;
-    let start_kib = server.rss_kib();
+    let start_kib = warm_rss_kib(&server);
     // 8 sockets (the attacker's share) with a tiny receive window send requests for the tool
     // list and never read a reply.
     let writers: Vec<_> = (0..8)
@@ -533,6 +578,49 @@ fn openenv_a_client_that_never_reads_is_cut_off() {
     );
     assert!(grown < 64 * 1024, "RSS grew {grown} KiB");
     drop(held);
+    assert_memory_returns(&server, start_kib, "sockets that never read");
+}
+
+#[test]
+fn openenv_large_messages_cost_at_most_their_bound() {
+    let dir = dataset();
+    let server = Server::openenv(&dir.path().join("data"), &["--max-sessions", "64"]);
+    let addr = server.addr;
+    let start_kib = warm_rss_kib(&server);
+    // The attacker's share (32 sockets) each sends one message just under the default bound
+    // (128 KiB); its arguments are over theirs, so each is answered with an error.
+    let big = json!({"type": "step", "data": {"type": "call_tool", "tool_name": "search",
+                     "arguments": {"query": "x".repeat(120_000)}}})
+    .to_string();
+    let mut held = Vec::new();
+    for _ in 0..32 {
+        let mut s = ws_open(ATTACKER, addr, "/ws", None).unwrap();
+        ws_send(&mut s, &big).unwrap();
+        let r: Value = serde_json::from_str(&ws_recv(&mut s).expect("a reply")).unwrap();
+        let error = &r["data"]["observation"]["error"]["error_type"];
+        assert_eq!(error, "invalid_args", "{r}");
+        held.push(s);
+    }
+    // A message over the bound ends its socket.
+    let mut over = ws_open(ATTACKER, addr, "/ws", None).ok();
+    if let Some(s) = over.as_mut() {
+        let _ = ws_send(s, &"y".repeat(200_000));
+        assert_eq!(
+            ws_recv(s),
+            None,
+            "a message over the bound closes the socket"
+        );
+    }
+    // tungstenite keeps a socket's read buffer at its largest frame: what a socket can pin is
+    // the message bound, so the sockets together hold at most 32 x 128 KiB (+ a constant).
+    let grown = server.rss_kib().saturating_sub(start_kib);
+    eprintln!("32 sockets after a 120 KB message each: RSS +{grown} KiB");
+    assert!(grown < 32 * 128 * 2 + 16 * 1024, "RSS grew {grown} KiB");
+    let (first, calls) = legitimate_episode(addr);
+    assert!(first < Duration::from_secs(1), "{first:?}");
+    assert!(p99(calls) < Duration::from_millis(50));
+    drop((held, over));
+    assert_memory_returns(&server, start_kib, "large messages");
 }
 
 #[test]
@@ -627,18 +715,9 @@ fn openenv_client_strings_are_bounded() {
     assert_eq!(state["data"]["episode_id"], ok);
 }
 
-#[test]
-fn mcp_http_connections_are_capped_per_client_and_calls_do_not_stall() {
-    let dir = dataset();
-    let server = Server::mcp(&dir.path().join("data"), &["--max-sessions", "64"]);
-    let addr = server.addr;
-    // 300 silent connections from the attacker: its share (32) is held until the header
-    // timeout, the rest are answered 503 at once.
-    let silent: Vec<TcpStream> = (0..300)
-        .filter_map(|_| connect_from(ATTACKER, addr, None))
-        .collect();
-    std::thread::sleep(Duration::from_millis(300));
-    // The legitimate client: a session, then tool calls on one keep-alive connection.
+/// The legitimate MCP client: a session within 1 s, then 200 tool calls on one keep-alive
+/// connection. The connection, and the time of each call.
+fn mcp_legitimate_session(addr: SocketAddr) -> (TcpStream, Vec<Duration>) {
     let init = json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
         "protocolVersion": "2025-06-18", "capabilities": {},
         "clientInfo": {"name": "mcp", "version": "0.1.0"}}})
@@ -675,6 +754,25 @@ fn mcp_http_connections_are_capped_per_client_and_calls_do_not_stall() {
         assert_eq!(r.status, 200);
         assert_eq!(r.json()["result"]["isError"], false, "{}", r.body);
     }
+    (s, calls)
+}
+
+#[test]
+fn mcp_http_connections_are_capped_per_client_and_calls_do_not_stall() {
+    let dir = dataset();
+    let server = Server::mcp(&dir.path().join("data"), &["--max-sessions", "64"]);
+    let addr = server.addr;
+    drop(mcp_legitimate_session(addr));
+    std::thread::sleep(Duration::from_millis(300));
+    let start_kib = server.rss_kib();
+    // 300 silent connections from the attacker: its share (32) is held until the header
+    // timeout, the rest are answered 503 at once.
+    let silent: Vec<TcpStream> = (0..300)
+        .filter_map(|_| connect_from(ATTACKER, addr, None))
+        .collect();
+    std::thread::sleep(Duration::from_millis(300));
+    // The legitimate client: a session, then tool calls on one keep-alive connection.
+    let (s, calls) = mcp_legitimate_session(addr);
     let mut sorted = calls.clone();
     sorted.sort();
     eprintln!(
@@ -702,6 +800,9 @@ fn mcp_http_connections_are_capped_per_client_and_calls_do_not_stall() {
         answered.get("503").copied().unwrap_or(0) >= 300 - 32,
         "{answered:?}"
     );
+    // The legitimate session stays; the silent connections are gone.
+    drop(s);
+    assert_memory_returns(&server, start_kib, "MCP silent connections");
 }
 
 #[test]
@@ -808,4 +909,66 @@ fn a_client_that_churns_sessions_is_held_to_its_creation_rate() {
     std::thread::sleep(Duration::from_millis(250));
     let r = request(ATTACKER, addr, "POST", "/mcp", &[], create).unwrap();
     assert_eq!(r.status, 200, "{}", r.body);
+}
+
+#[test]
+fn mcp_as_an_evaluation_service_deals_questions_and_bounds_sessions() {
+    let dir = dataset();
+    let data = dir.path().join("data");
+    // Choosing the question is refused outright.
+    let out = rulegym()
+        .args([
+            "mcp",
+            "--dataset",
+            data.to_str().unwrap(),
+            "--transport",
+            "http",
+        ])
+        .args(["--eval", "--question", "q-anything", "--port", "0"])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--question"));
+    let server = Server::mcp(&data, &["--eval", "--max-episodes-per-client", "3"]);
+    let addr = server.addr;
+    let init = json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+        "protocolVersion": "2025-06-18", "capabilities": {},
+        "clientInfo": {"name": "mcp", "version": "0.1.0"}}})
+    .to_string();
+    // Each session plays the next question: three sessions, three questions.
+    let mut questions = std::collections::BTreeSet::new();
+    for _ in 0..3 {
+        let r = request(ATTACKER, addr, "POST", "/mcp", &[], &init).unwrap();
+        assert_eq!(r.status, 200, "{}", r.body);
+        let instructions = r.json()["result"]["instructions"]
+            .as_str()
+            .unwrap()
+            .to_owned();
+        let question = instructions.split("Question: ").nth(1).unwrap();
+        questions.insert(question.lines().next().unwrap().to_owned());
+    }
+    assert_eq!(questions.len(), 3, "{questions:?}");
+    // The budget is spent for good: 403, no Retry-After.
+    let r = request(ATTACKER, addr, "POST", "/mcp", &[], &init).unwrap();
+    assert_eq!(r.status, 403, "{}", r.body);
+    assert_eq!(r.header("retry-after"), None);
+    assert!(r.body.contains("started 3 episodes"), "{}", r.body);
+    // A request that opens no session (not an initialize) costs nothing.
+    let other = [127, 0, 0, 5];
+    let ping = r#"{"jsonrpc":"2.0","id":1,"method":"tools/list"}"#;
+    let r = request(other, addr, "POST", "/mcp", &[], ping).unwrap();
+    assert_ne!(r.status, 200, "{}", r.body);
+    // Another client has its own budget.
+    let t = Instant::now();
+    let r = request(CLIENT, addr, "POST", "/mcp", &[], &init).unwrap();
+    assert_eq!(r.status, 200, "{}", r.body);
+    assert!(t.elapsed() < Duration::from_secs(1));
+    for _ in 0..3 {
+        assert_eq!(
+            request(other, addr, "POST", "/mcp", &[], &init)
+                .unwrap()
+                .status,
+            200
+        );
+    }
 }

@@ -11,57 +11,6 @@ use std::hash::BuildHasher;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-/// Episodes each client may start (an evaluation service's bound; `None`: unbounded).
-pub(super) struct ResetBudget {
-    max: Option<u64>,
-    used: std::sync::Mutex<std::collections::HashMap<std::net::IpAddr, u64>>,
-}
-
-/// Distinct clients a [`ResetBudget`] keeps count of; a new client beyond is refused.
-const MAX_COUNTED_CLIENTS: usize = 1 << 16;
-
-impl ResetBudget {
-    pub(super) fn new(max: Option<u64>) -> Arc<Self> {
-        Arc::new(ResetBudget {
-            max,
-            used: Default::default(),
-        })
-    }
-
-    /// Counts one episode start of `client`, or refuses it past the budget ([`Self::refund`]
-    /// gives it back if the episode then does not start).
-    fn charge(&self, client: Option<std::net::IpAddr>) -> Result<(), Failure> {
-        let (Some(max), Some(client)) = (self.max, client) else {
-            return Ok(());
-        };
-        let mut used = super::session::lock(&self.used);
-        if used.len() >= MAX_COUNTED_CLIENTS && !used.contains_key(&client) {
-            return Err(Failure::new(
-                "CAPACITY_REACHED",
-                "too many clients for this evaluation service",
-            ));
-        }
-        let n = used.entry(client).or_default();
-        if *n >= max {
-            return Err(Failure::new(
-                "CAPACITY_REACHED",
-                format!("this client has started {max} episodes, its limit on this server"),
-            ));
-        }
-        *n += 1;
-        Ok(())
-    }
-
-    /// Gives back a charge whose episode did not start (a refused or failed reset).
-    fn refund(&self, client: Option<std::net::IpAddr>) {
-        if let (Some(_), Some(client)) = (self.max, client)
-            && let Some(n) = super::session::lock(&self.used).get_mut(&client)
-        {
-            *n = n.saturating_sub(1);
-        }
-    }
-}
-
 pub(super) struct App {
     pub(super) world: Arc<World>,
     pub(super) sessions: Arc<SessionTable<String, Arc<Session>>>,
@@ -71,7 +20,7 @@ pub(super) struct App {
     /// WebSockets open now.
     pub(super) sockets: std::sync::atomic::AtomicUsize,
     /// Episode starts per client.
-    pub(super) resets: Arc<ResetBudget>,
+    pub(super) resets: Arc<crate::sessions::EpisodeBudget>,
 }
 
 /// A failure answered to the client: an error frame (WebSocket) or status (HTTP).
@@ -79,6 +28,12 @@ pub(super) struct App {
 pub(super) struct Failure {
     pub(super) code: &'static str,
     pub(super) message: String,
+}
+
+impl From<crate::sessions::SessionError> for Failure {
+    fn from(e: crate::sessions::SessionError) -> Self {
+        Failure::new("CAPACITY_REACHED", e.to_string())
+    }
 }
 
 impl Failure {

@@ -33,7 +33,7 @@ impl Default for ServerConfig {
     fn default() -> Self {
         ServerConfig {
             sessions: SessionLimits::default(),
-            max_message_bytes: 1 << 20,
+            max_message_bytes: 128 * 1024,
             header_timeout: Duration::from_secs(10),
             body_timeout: Duration::from_secs(30),
             send_timeout: Duration::from_secs(10),

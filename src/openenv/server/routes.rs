@@ -33,7 +33,9 @@ pub fn router(world: Arc<World>, cfg: ServerConfig) -> crate::Result<Router> {
         next: AtomicU64::new(1),
         ids: std::hash::RandomState::new(),
         sockets: std::sync::atomic::AtomicUsize::new(0),
-        resets: super::app::ResetBudget::new(cfg.max_resets_per_client),
+        resets: Arc::new(crate::sessions::EpisodeBudget::new(
+            cfg.max_resets_per_client,
+        )),
     });
     // Closes idle and over-age sessions (their sockets end; their episodes are dropped). The
     // task holds the table weakly and ends with it.
