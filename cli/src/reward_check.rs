@@ -4,7 +4,6 @@ use rulegym::rewardcheck::{
     CaseSource, CheckConfig, CommandReward, ToolCaseSource, check, check_tools,
 };
 use std::path::PathBuf;
-use std::process::ExitCode;
 use std::time::Duration;
 
 /// Rule-generated tasks the tool-use check draws its trajectories from.
@@ -49,13 +48,13 @@ pub struct Args {
 
 /// Runs `rulegym reward-check`: exit 0 when every property holds, 1 when one fails, 2 on a
 /// usage or protocol error (the command died, answered garbage or missed lines).
-pub fn main(args: Args) -> ExitCode {
+pub fn main(args: Args) -> u8 {
     match run(args) {
-        Ok(true) => ExitCode::SUCCESS,
-        Ok(false) => ExitCode::from(1),
+        Ok(true) => 0,
+        Ok(false) => 1,
         Err(message) => {
             eprintln!("error: {message}");
-            ExitCode::from(2)
+            2
         }
     }
 }

@@ -135,6 +135,9 @@ def generate_datasets(
     """One dataset directory per seed of ``seeds`` ("A..B" or "A..=B") under ``out``
     (``out/seed-S``), each identical to :func:`generate_dataset` of that seed, like
     ``rulegym generate --seeds``; one dict per universe (seed, dir, people, questions, seconds)."""
+def run_cli(argv: Sequence[str]) -> int:
+    """Runs the ``rulegym`` command line (argv[0] is the program name); its exit status."""
+    ...
 def build_index(corpus: _Path, out: _Path) -> int:
     """Builds a flat built-in-encoder index over a Search-R1 JSONL corpus; returns its size."""
 def oracle(dataset: _Path, index: _Path, top_k: int = 3) -> List[Dict[str, Any]]:

@@ -33,6 +33,7 @@ mod prelude {
 
 use prelude::*;
 
+mod cli;
 mod convert;
 mod curriculum;
 mod grpo_numpy;
@@ -91,6 +92,7 @@ fn _rulegym(m: &Bound<'_, PyModule>) -> PyResult<()> {
         "SEARCH_TOOL_SYSTEM_PROMPT",
         rulegym::toolcall::search::SYSTEM_PROMPT,
     )?;
+    m.add_function(wrap_pyfunction!(cli::run_cli, m)?)?;
     m.add_function(wrap_pyfunction!(search_env::search_tools, m)?)?;
     m.add_function(wrap_pyfunction!(search_env::demonstrations, m)?)?;
     m.add_class::<tooluse::RubricScorer>()?;
