@@ -9,6 +9,7 @@ plain Python modules imported on demand, so ``import rulegym`` stays fast.
 
 from ._rulegym import (
     DEFAULT_PROMPT,
+    EXAMPLE_TASK,
     INVALID_ACTION,
     SEARCH_TOOL_SYSTEM_PROMPT,
     Curriculum,
@@ -43,6 +44,7 @@ from ._rulegym import (
 
 __all__ = [
     "DEFAULT_PROMPT",
+    "EXAMPLE_TASK",
     "INVALID_ACTION",
     "SEARCH_TOOL_SYSTEM_PROMPT",
     "Curriculum",

@@ -135,6 +135,9 @@ def generate_datasets(
     """One dataset directory per seed of ``seeds`` ("A..B" or "A..=B") under ``out``
     (``out/seed-S``), each identical to :func:`generate_dataset` of that seed, like
     ``rulegym generate --seeds``; one dict per universe (seed, dir, people, questions, seconds)."""
+EXAMPLE_TASK: str
+"""A tool-use task as JSON (the suite's trip task: search_flights, book_flight, get_booking,
+refund_booking), for trying ToolEnv without a checkout."""
 def run_cli(argv: Sequence[str]) -> int:
     """Runs the ``rulegym`` command line (argv[0] is the program name); its exit status."""
     ...

@@ -83,6 +83,12 @@ fn _rulegym(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("ToolCallError", m.py().get_type::<ToolCallError>())?;
     m.add_class::<toolcall::World>()?;
     m.add("INVALID_ACTION", search::INVALID_ACTION)?;
+    // The test suite's trip task (tools search_flights, book_flight, get_booking,
+    // refund_booking), shipped so that the guides' tool-use blocks run without a checkout.
+    m.add(
+        "EXAMPLE_TASK",
+        include_str!("../../tests/fixtures/tools/trip.json"),
+    )?;
     m.add("DEFAULT_PROMPT", search::DEFAULT_PROMPT)?;
     m.add_class::<retrieval::Index>()?;
     m.add_class::<search_env::SearchEnv>()?;
