@@ -120,7 +120,8 @@ pub fn run(args: Args) -> Result<()> {
         token_f1: args.token_f1,
         tokens: Some(tokens.clone()),
     };
-    let (universe, mut questions, index) = args.data.load()?;
+    let (universe, set, index) = args.data.load()?;
+    let mut questions = set.questions;
     if let Some(split) = args.split {
         questions.retain(|q| q.split == split);
     }
@@ -166,6 +167,7 @@ pub fn run(args: Args) -> Result<()> {
         token_counter: tokens.describe(),
         universe_people: universe.people.len(),
         universe_seed: universe.config.seed,
+        questions_sha256: Some(set.sha256),
     };
     let summary = report(&records, &args.model, &url, config.env.max_turns, run);
     write_outputs(&args.out, &records, &summary)?;

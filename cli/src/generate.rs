@@ -70,6 +70,10 @@ pub struct Args {
     /// No progress output.
     #[arg(long, short)]
     quiet: bool,
+    /// After the summary, a table of every cell's slots, questions and rejected walks by
+    /// reason, with what each word of the summary means.
+    #[arg(long, conflicts_with = "quiet")]
+    explain: bool,
 }
 
 /// Runs `rulegym generate`: [`dataset::build_and_write`] with a spinner per stage (unless
@@ -154,6 +158,9 @@ pub fn run(args: Args) -> Result<()> {
             total.degenerate,
             total.unsolvable,
         );
+    }
+    if args.explain {
+        eprint!("{}", data.report.explain());
     }
     Ok(())
 }

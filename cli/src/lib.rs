@@ -40,7 +40,7 @@ enum Command {
     Questions(questions::Args),
     /// Replay proof-derived oracle trajectories in the search environment.
     Oracle(oracle::Args),
-    /// Export the search tasks as verl or SkyRL training rows (parquet or JSONL).
+    /// Export search questions or tool-use tasks as training rows for verl, SkyRL or TRL.
     Export(export::Args),
     /// Evaluate a model behind an OpenAI-compatible endpoint in the search environment.
     Eval(eval::Args),

@@ -3,8 +3,7 @@
 
 use rayon::prelude::*;
 use rulegym::Result;
-use rulegym::dataset::load_universe;
-use rulegym::question::Question;
+use rulegym::dataset::{QuestionSet, load_universe};
 use rulegym::retrieval::SearchIndex;
 use rulegym::search::oracle::replay;
 use rulegym::search::{Retriever, SearchEnvConfig};
@@ -23,17 +22,22 @@ pub struct SearchData {
     /// written by `rulegym generate`; or one built by `rulegym index`].
     #[arg(long)]
     index: Option<PathBuf>,
+    /// Play these questions instead of the dataset's own questions.jsonl: a file about the
+    /// same universe (`rulegym questions --out FILE`, or one edited by hand). Every question's
+    /// gold answers are checked by the engine against the dataset's universe first.
+    #[arg(long)]
+    questions: Option<PathBuf>,
 }
 
 impl SearchData {
-    /// Loads the universe, its questions (file order) and the index.
-    pub fn load(&self) -> Result<(Universe, Vec<Question>, Arc<dyn Retriever>)> {
+    /// Loads the universe, its question set (file order) and the index.
+    pub fn load(&self) -> Result<(Universe, QuestionSet, Arc<dyn Retriever>)> {
         let (universe, questions, index) = self.load_index()?;
         Ok((universe, questions, index))
     }
 
     /// [`SearchData::load`] with the index as an index (articles by title, too).
-    pub fn load_index(&self) -> Result<(Universe, Vec<Question>, Arc<SearchIndex>)> {
+    pub fn load_index(&self) -> Result<(Universe, QuestionSet, Arc<SearchIndex>)> {
         let path = self
             .index
             .clone()
@@ -47,7 +51,8 @@ impl SearchData {
             });
         }
         let universe = load_universe(&self.dataset)?;
-        let questions = rulegym::dataset::load_questions(&self.dataset)?;
+        let questions =
+            rulegym::dataset::load_question_set(&self.dataset, self.questions.as_deref())?;
         Ok((universe, questions, Arc::new(SearchIndex::load(&path)?)))
     }
 }
@@ -91,7 +96,8 @@ pub enum Format {
 
 /// Runs `rulegym oracle`.
 pub fn run(args: Args) -> Result<()> {
-    let (universe, mut questions, index) = args.data.load_index()?;
+    let (universe, set, index) = args.data.load_index()?;
+    let mut questions = set.questions;
     if let Some(name) = &args.split {
         let split = rulegym::question::Split::named(name).ok_or_else(|| {
             rulegym::Error::Config(format!("unknown split {name:?} (train, val)"))

@@ -134,6 +134,10 @@ pub struct Args {
     /// No grid of cell counts on stderr.
     #[arg(long, short)]
     quiet: bool,
+    /// After the summary, a table of every cell's slots, questions and rejected walks by
+    /// reason, with what each word of the summary means.
+    #[arg(long, conflicts_with = "quiet")]
+    explain: bool,
 }
 
 /// Runs `rulegym questions`.
@@ -159,6 +163,9 @@ pub fn run(args: Args) -> Result<()> {
             report.balanced_away,
             args.out.display()
         );
+    }
+    if args.explain {
+        eprint!("{}", report.explain());
     }
     Ok(())
 }

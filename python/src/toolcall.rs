@@ -210,7 +210,7 @@ impl World {
     ) -> PyResult<Self> {
         let config: SearchEnvConfig = from_py(py, config, "search env config")?;
         let world = py
-            .allow_threads(|| toolcall::SearchWorld::load(&dataset, index.as_deref(), config))
+            .allow_threads(|| toolcall::SearchWorld::load(&dataset, index.as_deref(), None, config))
             .map_err(err)?;
         Ok(World {
             inner: Arc::new(toolcall::World::new(

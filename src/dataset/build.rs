@@ -112,8 +112,9 @@ pub struct Dataset {
     pub index: Option<std::sync::Arc<SearchIndex>>,
     /// What question generation did.
     pub report: GenerationReport,
-    /// Whether questions were asked for (a dataset without them has no `questions.jsonl`).
-    pub with_questions: bool,
+    /// The question configuration, when questions were asked for (a dataset without it has no
+    /// `questions.jsonl`); the manifest records it.
+    pub question_config: Option<QuestionConfig>,
 }
 
 impl Dataset {
@@ -123,7 +124,9 @@ impl Dataset {
             &self.universe,
             &self.facts,
             &self.articles,
-            self.with_questions.then_some(&self.questions[..]),
+            self.question_config
+                .as_ref()
+                .map(|c| (c, &self.questions[..])),
             self.index.as_deref(),
         )
     }
@@ -199,7 +202,10 @@ impl Assembled {
                 &dataset.facts,
                 dataset.articles.len(),
                 &sha256,
-                dataset.with_questions.then_some(&dataset.questions[..]),
+                dataset
+                    .question_config
+                    .as_ref()
+                    .map(|c| (c, &dataset.questions[..])),
             )?,
             None => dataset.files()?,
         };
@@ -403,7 +409,7 @@ pub(crate) fn assemble(
             questions,
             index,
             report,
-            with_questions: config.questions.is_some(),
+            question_config: config.questions.clone(),
         },
         written,
     })

@@ -15,7 +15,7 @@ pub use build::{
 };
 
 use crate::corpus::Article;
-use crate::question::Question;
+use crate::question::{Question, QuestionConfig};
 use crate::retrieval::SearchIndex;
 use crate::universe::{Universe, UniverseConfig};
 use crate::{Error, Result};
@@ -43,6 +43,11 @@ pub struct Manifest {
     pub dataset_version: String,
     /// The full universe configuration.
     pub config: UniverseConfig,
+    /// The full question configuration (families, per-template, sampler, anchor, seed,
+    /// solvability, balance, ...), when the dataset has questions. Absent in manifests written
+    /// before rulegym 0.1.0's question record (they still load).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub questions: Option<crate::question::QuestionConfig>,
     /// Counts: people, trees, facts, articles, friendships.
     pub counts: BTreeMap<String, u64>,
     /// SHA-256 (hex) of every other file in the directory.
@@ -104,7 +109,7 @@ pub fn universe_files(
     universe: &Universe,
     facts: &str,
     articles: &[Article],
-    questions: Option<&[Question]>,
+    questions: Option<(&QuestionConfig, &[Question])>,
     index: Option<&SearchIndex>,
 ) -> Result<Vec<(String, Vec<u8>)>> {
     let rendered = render_universe(universe, facts, articles, index)?;
@@ -221,10 +226,11 @@ pub(crate) fn finish_files(
     facts: &str,
     articles: usize,
     sha256: &[(String, String)],
-    questions: Option<&[Question]>,
+    questions: Option<(&QuestionConfig, &[Question])>,
 ) -> Result<Vec<(String, Vec<u8>)>> {
     let mut sha256: BTreeMap<String, String> = sha256.iter().cloned().collect();
     let mut files = Vec::new();
+    let (question_config, questions) = questions.unzip();
     if let Some(questions) = questions {
         let bytes = crate::io::jsonl_bytes(questions)?;
         sha256.insert("questions.jsonl".to_owned(), crate::io::sha256_hex(&bytes));
@@ -260,6 +266,7 @@ pub(crate) fn finish_files(
         rulegym_version: env!("CARGO_PKG_VERSION").to_owned(),
         dataset_version: DATASET_VERSION.to_owned(),
         config: universe.config.clone(),
+        questions: question_config.cloned(),
         counts,
         sha256,
     };
@@ -342,6 +349,87 @@ pub fn load_questions(dir: &Path) -> Result<Vec<crate::question::Question>> {
     crate::io::parse_jsonl(&bytes, &dir.join("questions.jsonl").display().to_string())
 }
 
+/// The questions a command plays on dataset `dir`: its own `questions.jsonl` (checked against
+/// the manifest), or `file`, another question set about the same universe (what
+/// `rulegym questions --out FILE` writes, or a file edited by hand). A file's questions are
+/// verified as generation verifies them: the engine runs every question's plan over the
+/// dataset's universe, and each must give exactly the gold answers the file states (an edited
+/// answer, a plan naming someone outside the universe, a malformed or empty file are errors
+/// that name the line or the question).
+pub fn load_question_set(dir: &Path, file: Option<&Path>) -> Result<QuestionSet> {
+    let Some(file) = file else {
+        let (_, bytes) = read_checked(dir, "questions.jsonl")?;
+        let path = dir.join("questions.jsonl");
+        return Ok(QuestionSet {
+            questions: crate::io::parse_jsonl(&bytes, &path.display().to_string())?,
+            sha256: crate::io::sha256_hex(&bytes),
+            source: path,
+        });
+    };
+    let bytes = crate::io::read(file)?;
+    let name = file.display().to_string();
+    let questions: Vec<Question> = crate::io::parse_jsonl(&bytes, &name)?;
+    if questions.is_empty() {
+        return Err(Error::Dataset {
+            file: name,
+            message: "it holds no question".into(),
+        });
+    }
+    let universe = load_universe(dir)?;
+    verify_against(&universe, &questions, &name)?;
+    Ok(QuestionSet {
+        questions,
+        sha256: crate::io::sha256_hex(&bytes),
+        source: file.to_path_buf(),
+    })
+}
+
+/// Questions to play, and where they came from.
+#[derive(Debug, Clone)]
+pub struct QuestionSet {
+    /// The questions, in file order.
+    pub questions: Vec<Question>,
+    /// The file they were read from.
+    pub source: std::path::PathBuf,
+    /// SHA-256 (hex) of that file's bytes: what a report records to name the set.
+    pub sha256: String,
+}
+
+/// Runs every question's plan on an engine holding `universe` and compares the answers with the
+/// question's gold answers (`file` names the source in errors).
+fn verify_against(universe: &Universe, questions: &[Question], file: &str) -> Result<()> {
+    use crate::question::Query;
+    let engine = crate::engine::Engine::with_facts(&universe.engine_facts())?;
+    for (chunk_no, chunk) in questions.chunks(64).enumerate() {
+        let plans: Vec<&Query> = chunk.iter().map(|q| &q.plan).collect();
+        let golds =
+            Query::evaluate_batch(&plans, &engine, universe).map_err(|e| Error::Dataset {
+                file: file.to_owned(),
+                message: format!(
+                    "a plan of lines {}-{} does not run on the universe: {e}",
+                    chunk_no * 64 + 1,
+                    chunk_no * 64 + chunk.len()
+                ),
+            })?;
+        for (i, (q, gold)) in chunk.iter().zip(golds).enumerate() {
+            let mut stated = q.answers.clone();
+            stated.sort();
+            stated.dedup();
+            if gold != stated {
+                return Err(Error::Dataset {
+                    file: format!("{file} line {}", chunk_no * 64 + i + 1),
+                    message: format!(
+                        "question {} states the answers {:?}, but the engine answers {:?} on \
+                         this dataset's universe",
+                        q.id, q.answers, gold
+                    ),
+                });
+            }
+        }
+    }
+    Ok(())
+}
+
 /// Reads the dataset's manifest and its file `name`, checked against the manifest's SHA-256.
 fn read_checked(dir: &Path, name: &str) -> Result<(Manifest, Vec<u8>)> {
     let manifest_path = dir.join("manifest.json");
@@ -358,7 +446,14 @@ fn read_checked(dir: &Path, name: &str) -> Result<(Manifest, Vec<u8>)> {
         Some(expected) if &crate::io::sha256_hex(&bytes) == expected => Ok((manifest, bytes)),
         Some(_) => Err(Error::Dataset {
             file: path.display().to_string(),
-            message: "does not match the manifest's SHA-256".into(),
+            message: if name == "questions.jsonl" {
+                "does not match the manifest's SHA-256: it was changed after generation (an \
+                 edited question file can be played as a question set of its own, whose answers \
+                 the engine checks instead)"
+                    .into()
+            } else {
+                "does not match the manifest's SHA-256: it was changed after generation".into()
+            },
         }),
         None => Err(Error::Dataset {
             file: manifest_path.display().to_string(),

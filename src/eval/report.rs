@@ -156,6 +156,10 @@ pub struct RunInfo {
     pub universe_people: usize,
     /// The universe's seed.
     pub universe_seed: u64,
+    /// SHA-256 of the question file played (the dataset's `questions.jsonl`, or `--questions`):
+    /// which question set the figures are about (absent in reports written before it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub questions_sha256: Option<String>,
 }
 
 /// The summary written to `report.json` (schema: `schemas/eval-report.schema.json`, version

@@ -54,6 +54,64 @@ impl GenerationReport {
     }
 }
 
+impl GenerationReport {
+    /// A table of every cell's slots, questions and rejected walks by reason, then what each
+    /// column means (`rulegym generate --explain`).
+    pub fn explain(&self) -> String {
+        use std::fmt::Write;
+        let width = self.cells.keys().map(String::len).max().unwrap_or(4).max(4);
+        let mut out = format!(
+            "{:width$}  {:>5} {:>9} {:>9} {:>9} {:>10} {:>10} {:>10}\n",
+            "cell",
+            "slots",
+            "questions",
+            "dead ends",
+            "duplicate",
+            "not unique",
+            "degenerate",
+            "unsolvable"
+        );
+        let total = self.total();
+        let rows = self.cells.iter().map(|(k, c)| (k.as_str(), c));
+        for (cell, c) in rows.chain(std::iter::once(("all", &total))) {
+            let _ = writeln!(
+                out,
+                "{cell:width$}  {:>5} {:>9} {:>9} {:>9} {:>10} {:>10} {:>10}",
+                c.slots,
+                c.accepted,
+                c.dead_ends,
+                c.duplicates,
+                c.not_unique,
+                c.degenerate,
+                c.unsolvable
+            );
+        }
+        out.push_str(EXPLAIN);
+        if self.balanced_away > 0 {
+            let _ = writeln!(
+                out,
+                "balancing then dropped {} questions so that every cell of a family holds as \
+                 many as its smallest",
+                self.balanced_away
+            );
+        }
+        out
+    }
+}
+
+/// What the columns of [`GenerationReport::explain`] and the generate summary mean.
+const EXPLAIN: &str = "\
+slots: questions asked for (so many per template or cell); a slot with no question after \
+max_attempts walks is skipped.
+questions: slots filled. Every other column counts rejected walks, by reason:
+  dead ends: no unvisited person satisfies the next relation of the walk;
+  duplicate: the text repeats an earlier question of the family;
+  not unique: no answer, or several where the family needs exactly one;
+  degenerate: the chain revisits a person, or the answer is stated in the question;
+  unsolvable: the search environment's oracle cannot answer it within the certificate's top-k \
+and turn cap.
+";
+
 impl CellReport {
     /// All rejected proposals.
     pub fn rejections(&self) -> usize {

@@ -165,12 +165,18 @@ impl ResetRequest {
 pub const TASK_SPLIT: &str = "train";
 
 impl SearchWorld {
-    /// The dataset `dir` (its universe's people and its questions) over `index` (default: the
-    /// dataset's `index.idx`), played with `config` (its turn cap and top-k).
-    pub fn load(dir: &Path, index: Option<&Path>, config: SearchEnvConfig) -> crate::Result<Self> {
+    /// The dataset `dir` (its universe's people and its questions, or the question file
+    /// `questions`: [`crate::dataset::load_question_set`]) over `index` (default: the dataset's
+    /// `index.idx`), played with `config` (its turn cap and top-k).
+    pub fn load(
+        dir: &Path,
+        index: Option<&Path>,
+        questions: Option<&Path>,
+        config: SearchEnvConfig,
+    ) -> crate::Result<Self> {
         config.validate()?;
         let universe = crate::dataset::load_universe(dir)?;
-        let questions = crate::dataset::load_questions(dir)?;
+        let questions = crate::dataset::load_question_set(dir, questions)?.questions;
         let path = index
             .map(Path::to_path_buf)
             .unwrap_or_else(|| dir.join(crate::dataset::INDEX_FILE));

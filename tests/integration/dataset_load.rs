@@ -296,3 +296,159 @@ fn a_kill_at_any_instant_leaves_the_old_or_the_new_dataset() {
         assert!(!dataset::load_questions(&out).unwrap().is_empty());
     }
 }
+
+/// A question file about a dataset's universe (`rulegym questions --out FILE`) is played by
+/// `oracle`, `export`, `openenv` and `mcp` with `--questions FILE` once the engine has checked
+/// every gold answer; an edited answer is refused naming its line and question, and an edited
+/// `questions.jsonl` of the dataset says how to play it.
+#[test]
+fn a_question_file_is_played_after_the_engine_checks_it() {
+    use crate::cli::{generate_small, rulegym, run, run_ok};
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    generate_small(&data);
+    let file = dir.path().join("q.jsonl");
+    run_ok(
+        rulegym()
+            .args([
+                "questions",
+                "--quiet",
+                "--families",
+                "hops",
+                "--per-template",
+                "2",
+            ])
+            .arg("--universe")
+            .arg(&data)
+            .arg("--out")
+            .arg(&file),
+    );
+    let lines = std::fs::read_to_string(&file).unwrap();
+    let n = lines.lines().count();
+    assert!(n >= 10, "{n} questions");
+    let out = run_ok(
+        rulegym()
+            .args(["oracle", "--dataset"])
+            .arg(&data)
+            .arg("--questions")
+            .arg(&file)
+            .arg("--out")
+            .arg(dir.path().join("oracle.jsonl")),
+    );
+    let said = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        said.contains(&format!("{n} of {n} oracle trajectories")),
+        "{said}"
+    );
+    run_ok(
+        rulegym()
+            .args(["export", "--format", "trl", "--dataset"])
+            .arg(&data)
+            .arg("--questions")
+            .arg(&file)
+            .arg("--out")
+            .arg(dir.path().join("trl.jsonl")),
+    );
+    let rows = std::fs::read_to_string(dir.path().join("trl.jsonl")).unwrap();
+    assert_eq!(rows.lines().count(), n);
+    // The servers' world holds the file's questions.
+    use rulegym::toolcall::{SearchWorld, World, WorldKind};
+    let world = SearchWorld::load(
+        &data,
+        None,
+        Some(&file),
+        rulegym::search::SearchEnvConfig::default(),
+    )
+    .unwrap();
+    assert_eq!(World::new("search", WorldKind::Search(world)).len(), n);
+
+    // One edited answer: refused before any work, naming the line and the question.
+    let mut edited: Vec<serde_json::Value> = lines
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    edited[3]["answers"] = serde_json::json!(["Nobody Anybody"]);
+    let bad = dir.path().join("bad.jsonl");
+    let text: String = edited.iter().map(|v| format!("{v}\n")).collect();
+    std::fs::write(&bad, text).unwrap();
+    let out = run(rulegym()
+        .args(["oracle", "--dataset"])
+        .arg(&data)
+        .arg("--questions")
+        .arg(&bad)
+        .arg("--out")
+        .arg(dir.path().join("o2.jsonl")));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    let id = edited[3]["id"].as_str().unwrap();
+    assert!(
+        err.contains("bad.jsonl line 4") && err.contains(id),
+        "{err}"
+    );
+    assert!(err.contains("the engine answers"), "{err}");
+    assert!(!dir.path().join("o2.jsonl").exists());
+
+    // The dataset's own file edited: the error says what to do.
+    std::fs::write(data.join("questions.jsonl"), &lines).unwrap();
+    let out = run(rulegym()
+        .args(["oracle", "--dataset"])
+        .arg(&data)
+        .arg("--out")
+        .arg(dir.path().join("o3.jsonl")));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("question set of its own"), "{err}");
+}
+
+/// `manifest.json` records the whole question configuration, so two datasets of one universe
+/// and different question flags have different manifests; a manifest written without it (older
+/// rulegym) still loads.
+#[test]
+fn the_manifest_records_the_question_config_and_old_ones_load() {
+    use crate::cli::{rulegym, run_ok};
+    let dir = tempfile::tempdir().unwrap();
+    let manifest = |name: &str, extra: &[&str]| -> serde_json::Value {
+        let out = dir.path().join(name);
+        run_ok(
+            rulegym()
+                .args(["generate", "--quiet", "--num-family-trees", "4", "--out"])
+                .arg(&out)
+                .args(extra),
+        );
+        serde_json::from_slice(&std::fs::read(out.join("manifest.json")).unwrap()).unwrap()
+    };
+    let plain = manifest("plain", &[]);
+    let hops = manifest(
+        "hops",
+        &["--families", "hops", "--per-template", "3", "--balance"],
+    );
+    assert_eq!(plain["config"], hops["config"]);
+    assert_eq!(plain["questions"]["families"], serde_json::json!(["base"]));
+    assert_eq!(hops["questions"]["families"], serde_json::json!(["hops"]));
+    assert_eq!(hops["questions"]["per_template"], 3);
+    assert_eq!(hops["questions"]["balance"], true);
+    assert!(
+        plain["questions"]["sampler"].is_string(),
+        "{}",
+        plain["questions"]
+    );
+    // The recorded configuration is the one that ran: it reproduces the questions.
+    let config: rulegym::question::QuestionConfig =
+        serde_json::from_value(hops["questions"].clone()).unwrap();
+    let universe = dataset::load_universe(&dir.path().join("hops")).unwrap();
+    let again = rulegym::dataset::build::build_questions(universe, config, 1).unwrap();
+    assert_eq!(
+        again.questions,
+        dataset::load_questions(&dir.path().join("hops")).unwrap()
+    );
+    // An older manifest, without the record, loads.
+    let old = dir.path().join("plain");
+    let mut m = plain.clone();
+    m.as_object_mut().unwrap().remove("questions");
+    std::fs::write(
+        old.join("manifest.json"),
+        serde_json::to_vec_pretty(&m).unwrap(),
+    )
+    .unwrap();
+    dataset::load_universe(&old).unwrap();
+    assert!(!dataset::load_questions(&old).unwrap().is_empty());
+}

@@ -465,3 +465,65 @@ fn generated_extended_shapes_verify_as_phantomwiki_records() {
         )
     );
 }
+
+/// `generate --explain` prints a row per cell with its rejected walks by reason, whose sums
+/// are the summary line's totals, and what each word means.
+#[test]
+fn generate_explains_its_rejections_per_cell() {
+    use super::cli::{rulegym, run_ok};
+    let dir = tempfile::tempdir().unwrap();
+    let out = run_ok(
+        rulegym()
+            .args([
+                "generate",
+                "--num-family-trees",
+                "4",
+                "--families",
+                "hops",
+                "--explain",
+            ])
+            .args(["--per-template", "3", "--out"])
+            .arg(dir.path().join("d")),
+    );
+    let err = String::from_utf8_lossy(&out.stderr);
+    let summary = err.lines().find(|l| l.starts_with("wrote ")).expect(&err);
+    let all: Vec<usize> = err
+        .lines()
+        .find(|l| l.starts_with("all "))
+        .expect(&err)
+        .split_whitespace()
+        .skip(1)
+        .map(|n| n.parse().unwrap())
+        .collect();
+    let [
+        _slots,
+        questions,
+        dead,
+        dup,
+        not_unique,
+        degenerate,
+        unsolvable,
+    ] = all[..]
+    else {
+        panic!("{all:?}")
+    };
+    let expected = format!(
+        "{questions} questions and the search index to {} (",
+        dir.path().join("d").display()
+    );
+    assert!(summary.contains(&expected), "{summary}");
+    let reasons = format!(
+        "{dead} dead ends, {dup} duplicates, {not_unique} not unique, {degenerate} degenerate, \
+         {unsolvable} unsolvable)"
+    );
+    assert!(summary.ends_with(&reasons), "{summary} / {reasons}");
+    assert_eq!(
+        err.lines().filter(|l| l.starts_with("hops/h")).count(),
+        7,
+        "{err}"
+    );
+    assert!(
+        err.contains("unsolvable: the search environment's oracle"),
+        "{err}"
+    );
+}
