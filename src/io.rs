@@ -402,18 +402,28 @@ pub fn read_complete_lines(path: &Path) -> Result<Vec<(usize, String)>> {
 pub fn jsonl_stream<T: DeserializeOwned>(
     reader: impl std::io::BufRead,
 ) -> impl Iterator<Item = Result<(usize, T)>> {
+    jsonl_lines(reader).map(|(line, record)| record.map(|r| (line, r)))
+}
+
+/// [`jsonl_stream`] with each line's number beside its result, so a reader can report a
+/// malformed line and go on with the next.
+pub fn jsonl_lines<T: DeserializeOwned>(
+    reader: impl std::io::BufRead,
+) -> impl Iterator<Item = (usize, Result<T>)> {
     reader
         .lines()
         .enumerate()
         .filter(|(_, line)| !line.as_ref().is_ok_and(|l| l.trim().is_empty()))
         .map(|(i, line)| {
-            let line = line.map_err(io_error(format!("reading line {}", i + 1)))?;
-            serde_json::from_str(&line)
-                .map(|record| (i + 1, record))
-                .map_err(|source| Error::Json {
-                    context: format!("line {}", i + 1),
-                    source,
-                })
+            let record = line
+                .map_err(io_error(format!("reading line {}", i + 1)))
+                .and_then(|line| {
+                    serde_json::from_str(&line).map_err(|source| Error::Json {
+                        context: format!("line {}", i + 1),
+                        source,
+                    })
+                });
+            (i + 1, record)
         })
 }
 

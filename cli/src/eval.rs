@@ -141,10 +141,11 @@ pub fn run(args: Args) -> Result<()> {
     if let Some(first) = records.first().and_then(|r| r.error.as_deref())
         && records.iter().all(|r| r.error.is_some())
     {
-        return Err(rulegym::Error::Config(format!(
-            "all {} episodes failed against the endpoint; nothing was written. The first: {first}",
-            records.len()
-        )));
+        return Err(rulegym::eval::EvalError::AllEpisodesFailed {
+            episodes: records.len(),
+            first: first.to_owned(),
+        }
+        .into());
     }
     let url = args
         .llm

@@ -12,7 +12,9 @@ pub struct Args {
     /// JSONL lines `{"answers": [...], "prediction": "..."[, "id": ...]}`; `-` reads stdin.
     /// A prediction is scored on the text of its last `<answer>...</answer>` when it has one,
     /// else on the whole text as given (a `<think>` block is then part of it); each output line
-    /// echoes the input's `id` when it has one.
+    /// echoes the input's `id` when it has one. A malformed line is answered
+    /// `{"line": N, "error": "..."}` (so output lines stay aligned with input lines) and the
+    /// rest are scored; the command then exits non-zero, saying how many lines failed.
     #[arg(long, default_value = "-")]
     pairs: PathBuf,
     /// Read `rulegym reward-check` lines and answer each with `{"id", "reward"}`, flushed per
@@ -53,7 +55,9 @@ struct Pair {
     id: Option<serde_json::Value>,
 }
 
-/// Runs `rulegym score`; a malformed line is an error naming the line.
+/// Runs `rulegym score`. With `--pairs`, a malformed line is answered with an error line and
+/// the rest are scored (the exit is then an error counting them); a malformed reward line ends
+/// the run (reward-check reads a reward per line).
 pub fn run(args: Args) -> Result<()> {
     let mode = match args.mode.as_str() {
         "squad" => ScoreMode::Squad,
@@ -116,8 +120,20 @@ pub fn run(args: Args) -> Result<()> {
             .map_err(write_err)?;
         }
     } else {
-        for record in rulegym::io::jsonl_stream::<Pair>(reader) {
-            let (_, pair) = record?;
+        let (mut lines, mut failed) = (0usize, 0usize);
+        for (line, record) in rulegym::io::jsonl_lines::<Pair>(reader) {
+            lines += 1;
+            let pair = match record {
+                Ok(pair) => pair,
+                Err(e @ Error::Json { .. }) => {
+                    failed += 1;
+                    eprintln!("error: {e}");
+                    let reply = serde_json::json!({"line": line, "error": e.to_string()});
+                    writeln!(out, "{reply}").map_err(write_err)?;
+                    continue;
+                }
+                Err(e) => return Err(e),
+            };
             // A prediction with <answer> tags is scored on its last answer; plain text as is.
             let text = last_answer([pair.prediction.as_str()]).unwrap_or(pair.prediction);
             let s = score(&text, &pair.answers, mode);
@@ -126,6 +142,20 @@ pub fn run(args: Args) -> Result<()> {
                 line["id"] = id;
             }
             writeln!(out, "{line}").map_err(write_err)?;
+        }
+        if failed > 0 {
+            out.flush().map_err(write_err)?;
+            return Err(Error::Dataset {
+                file: match args.pairs.to_str() {
+                    Some("-") => "stdin".to_owned(),
+                    _ => args.pairs.display().to_string(),
+                },
+                message: format!(
+                    "{failed} of {lines} lines were malformed (answered with an error line each); \
+                     the other {} were scored",
+                    lines - failed
+                ),
+            });
         }
     }
     out.flush().map_err(write_err)

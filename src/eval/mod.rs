@@ -33,6 +33,17 @@ pub use settings::EvalSettings;
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum EvalError {
+    /// Every episode failed against the endpoint (unreachable, refusing, answering garbage):
+    /// a report of zeros would mislead, so none is written.
+    #[error(
+        "all {episodes} episodes failed against the endpoint; nothing was written. The first: {first}"
+    )]
+    AllEpisodesFailed {
+        /// Episodes run.
+        episodes: usize,
+        /// The first episode's error.
+        first: String,
+    },
     /// Plotting a report figure failed.
     #[error("plotting {figure}: {message}")]
     Plot {

@@ -222,6 +222,34 @@ fn search_rewards_equal_rulegym_score() {
         let f1 = format!("\"f1\":{}", serde_json::to_string(&s.reward()).unwrap());
         assert!(report.contains(&f1), "{answer:?}: {report} lacks {f1}");
     }
+
+    // Malformed lines are answered with an error line each (output stays aligned with the
+    // input), the rest are scored, and the exit says how many failed.
+    let mixed = format!(
+        "{}\nnot json\n\n{{\"answers\": [\"x\"]}}\n{}\n",
+        lines[1], lines[2]
+    );
+    std::fs::write(&pairs, mixed).unwrap();
+    let out = crate::cli::run(rulegym().arg("score").arg("--pairs").arg(&pairs));
+    assert_eq!(out.status.code(), Some(1));
+    let stdout = String::from_utf8(out.stdout).unwrap();
+    let replies: Vec<serde_json::Value> = stdout
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(replies.len(), 4, "{stdout}");
+    assert_eq!(replies[0]["id"], "p1");
+    assert_eq!(
+        (replies[1]["line"].clone(), replies[2]["line"].clone()),
+        (json!(2), json!(4))
+    );
+    assert!(
+        replies[2]["error"].as_str().unwrap().contains("prediction"),
+        "{stdout}"
+    );
+    assert_eq!(replies[3]["id"], "p2");
+    let stderr = String::from_utf8(out.stderr).unwrap();
+    assert!(stderr.contains("2 of 4 lines were malformed"), "{stderr}");
 }
 
 fn config() -> ToolEnvConfig {
