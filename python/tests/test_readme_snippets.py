@@ -5,6 +5,7 @@ block across all of those files."""
 
 import os
 import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -214,3 +215,187 @@ def test_guides_run_in_a_fresh_venv_with_only_the_wheel(tmp_path):
             ran.append(name)
     print("ran in a fresh venv:", *ran, "left to the trainers' tests:", *left, sep="\n  ")
     assert len(ran) >= 7, ran
+
+
+#: Every ```sh and ```python block of README.md and docs/, by a marker unique to it: the test
+#: that runs it, or why the suite does not. A block added to a guide without an entry here fails
+#: `test_every_guide_block_is_run_or_says_why`, so no guide can drift unchecked again.
+GUIDE_BLOCKS = {
+    # README.md
+    "cargo run --release -- generate --out data/demo\n": "run: test_shell_blocks_run_as_written",
+    "scripts/test.sh\n": "not run: it is the suite itself (CI runs it)",
+    "rulegym phantomwiki verify PWDIR": "not run as a whole: a tour of one line per command; its "
+    "servers, LLM endpoint and placeholders (PWDIR, my_reward.py) are each run by the test of "
+    "that command, and its first line is the README generate block's",
+    # docs/datasets.md
+    "--preset phantomenvs\n# the same families": "not run: ~70 s for the PhantomEnvironments preset "
+    "and 100 universes; tests/integration/batch.rs and question_quality.rs run each flag smaller",
+    '"id":"hops+constraints-h3c1-00008"': "run: test_shell_blocks_run_as_written",
+    "the rule base without scryer's library imports": "run: test_shell_blocks_run_as_written "
+    "(with swipl, after the README generate block, beside a copy of prolog/)",
+    # docs/mcp.md
+    "# stdio (what a client launches)": "not run: servers waiting for a client; "
+    "python/tests/test_mcp.py drives each with the PyPI mcp client",
+    "import anyio": "run: python/tests/test_mcp.py (the PyPI mcp client)",
+    "--transport http --port 8000 --eval": "not run: a server; tests/integration/attacks.rs "
+    "(mcp_as_an_evaluation_service_deals_questions_and_bounds_sessions) runs it",
+    # docs/papers.md
+    "# PhantomEnvironments: generate, export with the paper's prompt": "not run: a Qwen2.5-3B "
+    "endpoint and SkyRL/verl training; each command is tested by search_export.rs and "
+    "search_eval.rs",
+    # docs/protocols.md
+    "rulegym generate --out data --num-family-trees 8": "run: python/tests/test_openenv.py "
+    "(test_protocols_doc_openenv_block)",
+    "from openenv.core import GenericEnvClient": "run: python/tests/test_openenv.py "
+    "(test_protocols_doc_openenv_block)",
+    "vf-eval rulegym-search-v1": "not run: vf-eval needs a model endpoint; python/tests/"
+    "test_verifiers.py loads the same taskset with verifiers' own code",
+    "import verifiers.v1 as vf": "run: python/tests/test_verifiers.py "
+    "(test_protocols_doc_verifiers_block)",
+    # docs/python.md
+    "pip install maturin && maturin build": "run: scripts/test.sh builds and installs the wheel "
+    "exactly so (with -i and -o of its own)",
+    'rulegym.generate_dataset("data/py"': "run: test_core_skyrl_and_verl_reward_snippets, "
+    "test_guides_run_in_a_fresh_venv_with_only_the_wheel",
+    "rulegym.Curriculum(": "run: test_demonstrations_and_curriculum_snippet, fresh venv",
+    "task = rulegym.EXAMPLE_TASK                          #": "run: test_tool_env_snippet, "
+    "fresh venv",
+    "import skyrl_gym": "run: test_core_skyrl_and_verl_reward_snippets",
+    "from rulegym.trl import": "run: test_trl_snippet, fresh venv",
+    "from rulegym.verl import compute_score\nprint(": "run: "
+    "test_core_skyrl_and_verl_reward_snippets, fresh venv",
+    "reward.custom_reward_function.path=<site-packages>": "not run: verl command-line "
+    "overrides, not a shell command; test_verl_config_blocks_load_in_verl loads them in verl",
+    "rulegym export --tasks tasks.jsonl --format verl": "run: test_verl_tool_use_blocks",
+    "UserInteractionCore": "run: test_verl_tool_use_blocks",
+    "from rulegym.ray import": "run: test_ray_snippet",
+    "import numpy as np, rulegym": "run: fresh venv",
+    # docs/reward-check.md
+    'rulegym reward-check --cmd "python my_reward.py" --cases 10000': "not run: my_reward.py and \"...\" are "
+    "the reader's; the middle line (rulegym's own reward) is run by "
+    "tests/integration/reward_check.rs",
+    "rulegym reward-check --tool-use": "run: test_shell_blocks_run_as_written",
+    "from rulegym.testing import check_reward": "run: test_reward_check_snippets, fresh venv",
+    "from hypothesis import given, settings": "run: test_reward_check_snippets",
+    # docs/search-environment.md
+    "# retrieval and the search environment on the demo dataset": "run: "
+    "test_shell_blocks_run_as_written (after the README generate block, a fake endpoint on 8000)",
+    "rulegym generate --out data --families hops,hops+constraints --quiet": "run: "
+    "test_shell_blocks_run_as_written",
+    # docs/tool-use.md
+    "cargo run --release -- synth --personas personas.txt": "not run: synthesis needs an LLM "
+    "that answers each stage's JSON schema; tests/integration/synth_pipeline.rs runs it against "
+    "a scripted server and replays it",
+    "rulegym.Simulation({\"endpoint\"": "run: fresh venv",
+    "rulegym tools play --tasks tasks.jsonl --endpoint http://localhost:8000/v1": "not run: an LLM policy, user and judge; "
+    "tests/integration/tool_env.rs (cli_plays_tasks_and_replays_them_offline, "
+    "cli_reports_where_rules_and_judge_disagree_and_replays_it) runs both commands",
+    "rulegym tools generate --universe data --count 5": "run: test_shell_blocks_run_as_written",
+    # docs/training-on-a-cpu.md
+    "scripts/train-trl-cpu.sh --seed 1": "not run: training runs of 50-90 minutes "
+    "(benchmarks/ holds their results and logs)",
+    "scripts/train-sft-grpo-cpu.py --smoke": "not run: training (~3 min smoke, hours in full); "
+    "python/tests/test_trl_search.py runs its pieces with tiny models",
+}
+
+
+def guide_blocks():
+    """(file, language, text) of every ```sh and ```python block of README.md and docs/."""
+    return [(p.name, lang, text) for p in DOCS
+            for lang, text in re.findall(r"```(sh|python)\n(.*?)```", p.read_text(), re.S)]
+
+
+def test_every_guide_block_is_run_or_says_why():
+    unclaimed, ambiguous = [], []
+    used = {m: 0 for m in GUIDE_BLOCKS}
+    for name, lang, text in guide_blocks():
+        hits = [m for m in GUIDE_BLOCKS if m in text]
+        for m in hits:
+            used[m] += 1
+        if not hits:
+            unclaimed.append(f"{name} ({lang}): {text.splitlines()[0]}")
+        elif len(hits) > 1:
+            ambiguous.append(f"{name} ({lang}): {hits}")
+    assert not unclaimed, "blocks no test runs and no entry explains:\n" + "\n".join(unclaimed)
+    assert not ambiguous, "blocks matched by several markers:\n" + "\n".join(ambiguous)
+    stale = [m for m, n in used.items() if n != 1]
+    assert not stale, f"markers matching no block or several: {stale}"
+
+
+class FakeEndpoint:
+    """An OpenAI-compatible chat completions server on 127.0.0.1:`port` whose every reply is
+    `<answer>Nobody</answer>` (what the guides' `--endpoint` lines need to run)."""
+
+    def __init__(self, port):
+        import http.server
+        import json as _json
+        import threading
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def do_POST(self):
+                body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
+                model = _json.loads(body or b"{}").get("model", "m")
+                reply = _json.dumps({
+                    "id": "fake", "object": "chat.completion", "created": 0, "model": model,
+                    "choices": [{"index": 0, "finish_reason": "stop", "message": {
+                        "role": "assistant", "content": "<answer>Nobody</answer>"}}],
+                    "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2},
+                }).encode()
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(reply)))
+                self.end_headers()
+                self.wfile.write(reply)
+
+            def log_message(self, *args):
+                pass
+
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", port), Handler)
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def close(self):
+        self.server.shutdown()
+        self.server.server_close()
+
+
+def run_sh(marker, cwd):
+    """Runs the guide's ```sh block holding `marker` with bash -euo pipefail in `cwd`, with
+    `cargo run --release --` read as the installed `rulegym` (README: "or cargo run --release --
+    in its place")."""
+    text = fenced("sh", marker).replace("cargo run --release -- ", "rulegym ")
+    res = subprocess.run(["bash", "-euo", "pipefail", "-c", text], cwd=cwd,
+                         capture_output=True, text=True, timeout=600)
+    assert res.returncode == 0, f"{marker!r} failed:\n{res.stdout[-2000:]}\n{res.stderr[-3000:]}"
+    return res
+
+
+def test_shell_blocks_run_as_written(workdir):
+    """The guides' shell blocks that run on their own, as written, in fresh directories, with
+    the wheel's `rulegym` on PATH and a fake endpoint where they name one."""
+    demo = workdir / "demo"
+    demo.mkdir()
+    run_sh("cargo run --release -- generate --out data/demo\n", demo)
+    endpoint = FakeEndpoint(8000)
+    try:
+        run_sh("# retrieval and the search environment on the demo dataset", demo)
+    finally:
+        endpoint.close()
+    if shutil.which("swipl") is None:
+        skip_loudly("swipl is not installed (scripts/apt-packages.txt: swi-prolog-nox)")
+    shutil.copytree(REPO / "prolog", demo / "prolog")
+    out = run_sh("the rule base without scryer's library imports", demo).stdout.strip()
+    people = len((demo / "data" / "demo" / "people.jsonl").read_text().splitlines())
+    assert out.startswith(f"{people}-"), out
+    import json as _json
+
+    report = _json.loads((demo / "eval-out" / "report.json").read_text())
+    assert report["overall"]["n"] > 0, report
+    assert (demo / "eval-replay" / "trajectories.jsonl").read_bytes() == (
+        demo / "eval-out" / "trajectories.jsonl").read_bytes()
+    for marker in ['"id":"hops+constraints-h3c1-00008"',
+                   "rulegym generate --out data --families hops,hops+constraints --quiet",
+                   "rulegym tools generate --universe data --count 5",
+                   "rulegym reward-check --tool-use"]:
+        fresh = workdir / f"b{abs(hash(marker))}"
+        fresh.mkdir()
+        run_sh(marker, fresh)

@@ -834,27 +834,201 @@ fn record_replay_cache_replays_bit_exactly_offline() {
     ));
 }
 
+/// The trip task as `dir/tasks.jsonl`.
+fn trip_tasks(dir: &std::path::Path) -> std::path::PathBuf {
+    let tasks = dir.join("tasks.jsonl");
+    let task: Value = serde_json::from_str(include_str!("../fixtures/tools/trip.json")).unwrap();
+    std::fs::write(&tasks, format!("{task}\n")).unwrap();
+    tasks
+}
+
+/// `rulegym tools score --tasks TASKS`.
+fn tools_score(tasks: &std::path::Path) -> std::process::Command {
+    let mut cmd = cli::rulegym();
+    cmd.args(["tools", "score", "--tasks"]).arg(tasks);
+    cmd
+}
+
+/// `messages` without the `book_flight` call and its result: two sub-goals are lost.
+fn without_booking(messages: &[ChatMessage]) -> Vec<ChatMessage> {
+    let i = messages
+        .iter()
+        .position(|m| {
+            m.tool_calls
+                .iter()
+                .any(|c| c.function.name == "book_flight")
+        })
+        .unwrap();
+    [&messages[..i], &messages[i + 2..]].concat()
+}
+
 #[test]
 fn cli_scores_a_saved_conversation() {
     let (episode, _) = run_policy(good_policy, 0);
     let dir = tempfile::tempdir().unwrap();
     let traj = dir.path().join("traj.json");
     std::fs::write(&traj, serde_json::to_string(&episode.messages).unwrap()).unwrap();
-    let tasks = dir.path().join("tasks.jsonl");
-    let task: Value = serde_json::from_str(include_str!("../fixtures/tools/trip.json")).unwrap();
-    std::fs::write(&tasks, format!("{task}\n")).unwrap();
+    let tasks = trip_tasks(dir.path());
     let out = cli::run_ok(
-        cli::rulegym()
-            .args(["tools", "score", "--tasks"])
-            .arg(&tasks)
+        tools_score(&tasks)
             .args(["--id", "trip-oslo-1", "--trajectory"])
-            .arg(&traj),
+            .arg(&traj)
+            .arg("--json"),
     );
     let v: Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(v["reward"], 1.0);
     assert_eq!(v["result"]["items"].as_array().unwrap().len(), 8);
     assert_eq!(v["result"]["items"][6]["id"], "asked_destination");
     assert_eq!(v["result"]["items"][6]["step"], 1);
+    // --json prints what the command printed before it had a summary: the id, the reward, the
+    // rubric's result and the facts derived from the conversation, pretty-printed.
+    let w = world();
+    let facts = trajectory_from_messages(&w, &episode.messages).unwrap();
+    let result = scorer().score(&w.program, &facts, None).unwrap();
+    let before =
+        json!({"id": "trip-oslo-1", "reward": result.reward, "result": result, "facts": facts});
+    assert_eq!(v, before);
+    assert_eq!(
+        String::from_utf8(out.stdout).unwrap(),
+        format!("{}\n", serde_json::to_string_pretty(&before).unwrap())
+    );
+}
+
+#[test]
+fn cli_score_prints_the_reward_then_each_item() {
+    let (episode, _) = run_policy(good_policy, 0);
+    let dir = tempfile::tempdir().unwrap();
+    let tasks = trip_tasks(dir.path());
+    let traj = dir.path().join("traj.json");
+    std::fs::write(&traj, serde_json::to_string(&episode.messages).unwrap()).unwrap();
+    let score = |traj: &std::path::Path, extra: &[&str]| {
+        let out = cli::run_ok(
+            tools_score(&tasks)
+                .args(["--id", "trip-oslo-1", "--trajectory"])
+                .arg(traj)
+                .args(extra),
+        );
+        String::from_utf8(out.stdout).unwrap()
+    };
+    assert_eq!(
+        score(&traj, &[]),
+        "reward 1.0 (paper)\n\
+         satisfied      forbidden    no_refund: refund_booking must NOT be used: the user never wants a refund\n\
+         satisfied      forbidden    no_assumed_date: book_flight must NOT be called before the user gave the date\n\
+         satisfied      sub-goal     searched_oslo: searched flights to Oslo\n\
+         satisfied      sub-goal     booked: a flight is booked on the right date\n\
+         satisfied      sub-goal     state_ok: the final state is the expected one\n\
+         satisfied      sub-goal     confirmed: told the user the booking is done\n\
+         satisfied      interaction  asked_destination: asked where the user flies\n\
+         satisfied      interaction  asked_date: asked the departure date\n"
+    );
+    // Without the booking: sub-goals 1/2, interactions 1, so peer-weighted is
+    // 0.7 x 0.5 + 0.3 x 1 = 0.6499999999999999 in the JSON and 0.65 in the summary.
+    let cut = dir.path().join("cut.json");
+    let messages = without_booking(&episode.messages);
+    std::fs::write(&cut, serde_json::to_string(&messages).unwrap()).unwrap();
+    let summary = score(&cut, &["--variant", "peer-weighted"]);
+    let lines: Vec<&str> = summary.lines().collect();
+    assert_eq!(lines[0], "reward 0.65 (peer-weighted)");
+    assert_eq!(lines.len(), 1 + 8, "{summary}");
+    assert_eq!(
+        lines[4],
+        "not satisfied  sub-goal     booked: a flight is booked on the right date"
+    );
+    assert_eq!(
+        lines[3],
+        "satisfied      sub-goal     searched_oslo: searched flights to Oslo"
+    );
+    let v: Value =
+        serde_json::from_str(&score(&cut, &["--variant", "peer-weighted", "--json"])).unwrap();
+    assert_eq!(v["reward"], 0.7 * 0.5 + 0.3 * 1.0);
+    assert_ne!(v["reward"], 0.65);
+    // A forbidden behaviour that occurred is "violated".
+    let (forbidden, _) = run_policy(forbidden_policy, 0);
+    std::fs::write(&traj, serde_json::to_string(&forbidden.messages).unwrap()).unwrap();
+    let summary = score(&traj, &[]);
+    assert!(
+        summary.starts_with("reward 0.0 (paper)\nviolated       forbidden    no_refund: "),
+        "{summary}"
+    );
+}
+
+#[test]
+fn cli_scores_a_file_of_trajectories_and_reports_the_lines_that_fail() {
+    let (good, _) = run_policy(good_policy, 0);
+    let (forbidden, _) = run_policy(forbidden_policy, 0);
+    let dir = tempfile::tempdir().unwrap();
+    let tasks = trip_tasks(dir.path());
+    let file = dir.path().join("trajectories.jsonl");
+    let line =
+        |messages: &[ChatMessage], id: &str| json!({"id": id, "messages": messages}).to_string();
+    let lines = [
+        line(&good.messages, "trip-oslo-1"),
+        "{\"id\": \"trip-oslo-1\", \"messages\": [".to_owned(),
+        line(&good.messages, "trip-nowhere"),
+        line(&forbidden.messages, "trip-oslo-1"),
+        line(&without_booking(&good.messages), "trip-oslo-1"),
+    ];
+    std::fs::write(&file, lines.join("\n") + "\n").unwrap();
+    let run = |extra: &[&str]| {
+        let out = cli::run(
+            tools_score(&tasks)
+                .arg("--trajectories")
+                .arg(&file)
+                .args(extra),
+        );
+        assert_eq!(out.status.code(), Some(1), "a line failed");
+        let stderr = String::from_utf8(out.stderr).unwrap();
+        let name = file.display().to_string();
+        assert!(
+            stderr.contains(&format!("{name} line 2: not a trajectory")),
+            "{stderr}"
+        );
+        assert!(
+            stderr.contains(&format!("{name} line 3: no task with id \"trip-nowhere\"")),
+            "{stderr}"
+        );
+        assert!(stderr.contains("2 of 5 lines failed"), "{stderr}");
+        String::from_utf8(out.stdout).unwrap()
+    };
+    assert_eq!(
+        run(&[]),
+        "trip-oslo-1 1.0\n\
+         trip-oslo-1 0.0\n\
+         trip-oslo-1 0.75\n\
+         scored 3 of 5, mean reward 0.5833 (paper); 2 failed\n"
+    );
+    let scored: Vec<Value> = run(&["--json"])
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let rewards: Vec<&Value> = scored.iter().map(|v| &v["reward"]).collect();
+    assert_eq!(rewards, [1.0, 0.0, 0.75]);
+    assert!(scored.iter().all(|v| v["id"] == "trip-oslo-1"
+        && v["result"]["items"].is_array()
+        && v["facts"].is_object()));
+    // --trajectories or --id with --trajectory, not both, not neither.
+    let traj = dir.path().join("traj.json");
+    std::fs::write(&traj, serde_json::to_string(&good.messages).unwrap()).unwrap();
+    for args in [
+        vec!["--id", "trip-oslo-1"],
+        vec![],
+        vec![
+            "--id",
+            "trip-oslo-1",
+            "--trajectories",
+            file.to_str().unwrap(),
+        ],
+        vec![
+            "--trajectory",
+            traj.to_str().unwrap(),
+            "--trajectories",
+            file.to_str().unwrap(),
+        ],
+    ] {
+        let out = cli::run(tools_score(&tasks).args(&args));
+        assert_eq!(out.status.code(), Some(2), "{args:?} is a usage error");
+    }
 }
 
 fn agent_and_simulator(r: &Value) -> Value {
@@ -902,6 +1076,16 @@ fn cli_plays_tasks_and_replays_them_offline() {
     let second = run(&["--replay"]);
     assert_eq!(first, second);
     assert_eq!(count.load(Ordering::SeqCst), calls);
+    // `tools score` reads play's trajectories.jsonl as it is.
+    let scored = cli::run_ok(
+        tools_score(&tasks)
+            .arg("--trajectories")
+            .arg(out.join("trajectories.jsonl")),
+    );
+    assert_eq!(
+        String::from_utf8(scored.stdout).unwrap(),
+        "trip-oslo-1 1.0\nscored 1, mean reward 1.0 (paper)\n"
+    );
 }
 
 /// The agent, the simulator and a judge that says every item passed except `asked_date`.

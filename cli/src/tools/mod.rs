@@ -12,11 +12,12 @@ use rulegym::tooluse::rubric::{RewardVariant, RubricScorer, ScoreBy, ScoreConfig
 use rulegym::tooluse::simulation::SimulationConfig;
 use rulegym::tooluse::task::{TaskError, ValidateOptions, load_tasks};
 use rulegym::tooluse::user::UserKind;
-use serde_json::{Value, json};
+use serde_json::json;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 mod generate;
+mod score;
 
 /// Flags of `rulegym tools`.
 #[derive(clap::Args, Debug)]
@@ -27,9 +28,10 @@ pub struct Args {
 
 #[derive(clap::Subcommand, Debug)]
 enum Command {
-    /// Score a conversation (JSON array of OpenAI messages) against a task's rubric; prints the
-    /// reward and every item as JSON.
-    Score(ScoreArgs),
+    /// Score a saved conversation (--id, --trajectory) or a file of them (--trajectories)
+    /// against their tasks' rubrics; prints the reward and each rubric item's status, or with
+    /// --json the full result.
+    Score(score::ScoreArgs),
     /// Run an agent model through tasks; writes trajectories.jsonl and prints the rewards.
     Play(Box<PlayArgs>),
     /// Generate tool-use tasks from a universe's records (rule-generated tool worlds).
@@ -39,23 +41,6 @@ enum Command {
     /// Score recorded episodes with both the Prolog rubric and SynthAgent's LLM judge and report
     /// their agreement (confusion matrices, Cohen's kappa).
     Agree(AgreeArgs),
-}
-
-/// Flags of `rulegym tools score`.
-#[derive(clap::Args, Debug)]
-pub struct ScoreArgs {
-    /// Task file (.jsonl, or .json with one task or an array).
-    #[arg(long)]
-    tasks: PathBuf,
-    /// Task id.
-    #[arg(long)]
-    id: String,
-    /// Conversation: a JSON array of messages, or an object with a "messages" array.
-    #[arg(long)]
-    trajectory: PathBuf,
-    /// Reward variant: paper, peer-weighted or peer-strict.
-    #[arg(long, value_enum, default_value_t = RewardVariant::Paper)]
-    variant: RewardVariant,
 }
 
 /// Flags of `rulegym tools play`.
@@ -163,53 +148,12 @@ pub struct AgreeArgs {
 /// Runs `rulegym tools`.
 pub fn run(args: Args) -> Result<()> {
     match args.command {
-        Command::Score(a) => score(a),
+        Command::Score(a) => score::run(a),
         Command::Play(a) => play(*a),
         Command::Generate(a) => generate::run_generate(a),
         Command::Oracle(a) => generate::run_oracle(a),
         Command::Agree(a) => agree(a),
     }
-}
-
-fn read_messages(path: &PathBuf) -> Result<Vec<ChatMessage>> {
-    let text = std::fs::read_to_string(path).map_err(|source| rulegym::Error::Io {
-        context: format!("reading {}", path.display()),
-        source,
-    })?;
-    let json_err = |source| rulegym::Error::Json {
-        context: format!("parsing {}", path.display()),
-        source,
-    };
-    let value: Value = serde_json::from_str(&text).map_err(json_err)?;
-    let messages = match value {
-        Value::Object(mut map) => map.remove("messages").unwrap_or(Value::Null),
-        other => other,
-    };
-    serde_json::from_value(messages).map_err(json_err)
-}
-
-fn score(args: ScoreArgs) -> Result<()> {
-    let tasks = load_tasks(&args.tasks, ValidateOptions::default())?;
-    let task = tasks
-        .into_iter()
-        .find(|t| t.id == args.id)
-        .ok_or_else(|| TaskError::NotFound(args.id.clone()))?;
-    let world = Arc::new(task.compile(ValidateOptions::default())?);
-    let messages = read_messages(&args.trajectory)?;
-    let trajectory = trajectory_from_messages(&world, &messages)?;
-    let scorer = RubricScorer::new(ScoreConfig {
-        variant: args.variant,
-        ..ScoreConfig::default()
-    })?;
-    let result = scorer.score(&world.program, &trajectory, None)?;
-    let out = json!({
-        "id": world.task.id,
-        "reward": result.reward,
-        "result": result,
-        "facts": trajectory,
-    });
-    println!("{}", serde_json::to_string_pretty(&out).unwrap_or_default());
-    Ok(())
 }
 
 fn score_config(variant: RewardVariant, by: ScoreBy) -> ScoreConfig {
