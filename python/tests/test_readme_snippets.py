@@ -295,7 +295,8 @@ GUIDE_BLOCKS = {
     "scripts/train-trl-cpu.sh --seed 1": "not run: training runs of 50-90 minutes "
     "(benchmarks/ holds their results and logs)",
     "scripts/train-sft-grpo-cpu.py --smoke": "not run: training (~3 min smoke, hours in full); "
-    "python/tests/test_trl_search.py runs its pieces with tiny models",
+    "python/tests/test_sft.py and test_curriculum_trl.py run its pieces (SFTTrainer and "
+    "GRPOTrainer steps) with tiny models",
 }
 
 

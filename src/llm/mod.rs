@@ -84,9 +84,19 @@ fn function_kind() -> String {
 pub struct FunctionCall {
     /// Tool name.
     pub name: String,
-    /// Arguments as a JSON string (as OpenAI sends them).
-    #[serde(default)]
+    /// Arguments as a JSON string (as OpenAI sends them). Read from a string, or from a JSON
+    /// object (the chat-template form trainers log, e.g. TRL's tool-calling messages), which is
+    /// kept as its compact JSON text.
+    #[serde(default, deserialize_with = "arguments_text")]
     pub arguments: String,
+}
+
+/// [`FunctionCall::arguments`] from a JSON string or any other JSON value (written compactly).
+fn arguments_text<'de, D: serde::Deserializer<'de>>(d: D) -> Result<String, D::Error> {
+    Ok(match serde_json::Value::deserialize(d)? {
+        serde_json::Value::String(text) => text,
+        other => other.to_string(),
+    })
 }
 
 /// Who wrote a chat message (OpenAI's roles; serialised lowercase).

@@ -46,12 +46,26 @@ pub struct OracleArgs {
     /// Task file written by `rulegym tools generate`.
     #[arg(long)]
     tasks: PathBuf,
-    /// Output file: one JSON line per task with `id`, `messages`, `reward`.
+    /// Output file: one JSON line per task with `id`, `messages`, `reward` (sft: and `tools`).
     #[arg(long)]
     out: PathBuf,
     /// Worker threads (default: all cores).
     #[arg(long)]
     threads: Option<usize>,
+    /// transcript: the environment's transcript as OpenAI API messages (arguments as JSON
+    /// strings); sft: rows for TRL's `SFTTrainer` (arguments as objects, the task's `tools`),
+    /// only those whose replay scores 1.
+    #[arg(long, value_enum, default_value_t = OracleFormat::Transcript)]
+    format: OracleFormat,
+}
+
+/// What `rulegym tools oracle` writes.
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum OracleFormat {
+    /// The environment's transcript (OpenAI API messages).
+    Transcript,
+    /// Supervised fine-tuning rows for tool calling.
+    Sft,
 }
 
 fn range(name: &str, text: &str) -> Result<(usize, usize)> {
@@ -138,7 +152,7 @@ pub fn run_oracle(args: OracleArgs) -> Result<()> {
         .num_threads(threads)
         .build()
         .map_err(|e| rulegym::Error::Config(format!("thread pool: {e}")))?;
-    let lines: Vec<Result<(f64, String)>> = pool.install(|| {
+    let lines: Vec<Result<(f64, Option<String>)>> = pool.install(|| {
         use rayon::prelude::*;
         tasks
             .into_par_iter()
@@ -148,13 +162,19 @@ pub fn run_oracle(args: OracleArgs) -> Result<()> {
                     let scorer = scorer
                         .as_ref()
                         .map_err(|e| rulegym::Error::Rubric(e.clone()))?;
+                    let tools = (args.format == OracleFormat::Sft).then(|| task.clone());
                     let episode = replay_oracle(task, scorer.clone())?;
-                    let line = json!({
-                        "id": episode.id,
-                        "messages": episode.messages,
-                        "reward": episode.reward,
-                    });
-                    Ok((episode.reward, line.to_string()))
+                    let line = match &tools {
+                        // A demonstration teaches only what the rubric pays in full.
+                        Some(_) if episode.reward < 1.0 => None,
+                        Some(task) => Some(rulegym::tooluse::rulegen::sft_row(task, &episode)),
+                        None => Some(json!({
+                            "id": episode.id,
+                            "messages": episode.messages,
+                            "reward": episode.reward,
+                        })),
+                    };
+                    Ok((episode.reward, line.map(|l| l.to_string())))
                 },
             )
             .collect()
@@ -167,8 +187,10 @@ pub fn run_oracle(args: OracleArgs) -> Result<()> {
         let (reward, line) = line?;
         sum += reward;
         *dist.entry(format!("{reward:.3}")).or_default() += 1;
-        text.push_str(&line);
-        text.push('\n');
+        if let Some(line) = line {
+            text.push_str(&line);
+            text.push('\n');
+        }
     }
     rulegym::io::write_file_atomic(&args.out, text.as_bytes())?;
     let secs = start.elapsed().as_secs_f64();

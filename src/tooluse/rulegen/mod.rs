@@ -47,7 +47,7 @@ mod workflow;
 pub use config::RuleGenConfig;
 pub use error::RuleGenError;
 pub use generate::generate;
-pub use replay::{replay, replay_oracle};
+pub use replay::{replay, replay_oracle, sft_row};
 pub use rule_task::{Action, RuleTask};
 pub use script::{ScriptStep, oracle_script, step_message};
 pub use toolbox::{PATH_RELATIONS, tools};

@@ -62,3 +62,35 @@ pub fn replay_oracle(task: Task, scorer: Arc<RubricScorer>) -> Result<Episode, R
         })?;
     replay(Arc::new(world), scorer, &steps)
 }
+
+/// A task's replayed reference solution as a row for TRL's `SFTTrainer` (tool calling):
+/// `messages` in the chat-template form that trainers tokenise (each call's `arguments` a JSON
+/// object rather than a string, no `null` content), the simulated user's replies included, and
+/// `tools`, the task's function schemas; `id` and `reward` beside them. The messages are the
+/// environment's own transcript, so the row teaches exactly what the rubric paid for.
+pub fn sft_row(task: &Task, episode: &Episode) -> serde_json::Value {
+    use serde_json::{Value, json};
+    let messages: Vec<Value> = episode
+        .messages
+        .iter()
+        .map(|m| {
+            let mut m = serde_json::to_value(m).unwrap_or(Value::Null);
+            if m.get("content").is_some_and(Value::is_null) {
+                m["content"] = json!("");
+            }
+            if let Some(calls) = m.get_mut("tool_calls").and_then(Value::as_array_mut) {
+                for call in calls {
+                    let args = &mut call["function"]["arguments"];
+                    if let Some(text) = args.as_str()
+                        && let Ok(parsed @ Value::Object(_)) = serde_json::from_str(text)
+                    {
+                        *args = parsed;
+                    }
+                }
+            }
+            m
+        })
+        .collect();
+    let tools: Vec<Value> = task.tools.iter().map(|t| t.openai_schema()).collect();
+    json!({"id": episode.id, "messages": messages, "tools": tools, "reward": episode.reward})
+}
