@@ -15,8 +15,20 @@ pub struct Args {
     /// The reward command, run once under `sh -c`: it reads one
     /// `{"id","question","response","answers"}` per line on stdin and writes one
     /// `{"id","reward"}` per line on stdout.
-    #[arg(long)]
-    cmd: String,
+    #[arg(long, required_unless_present = "audit")]
+    cmd: Option<String>,
+    /// Audit a trainer's logged rewards instead of a reward command: a JSONL log, verl's
+    /// rollout dump (`trainer.rollout_data_dir`'s STEP.jsonl: `input`, `output`, `gts`,
+    /// `score`) or `{"id" or "question", "response", "reward"[, "answers"]}` lines (gold
+    /// answers by id or question text from --dataset). Every reward is compared with rulegym's
+    /// exact reward; the report groups the divergences by the property they break, with
+    /// counts, examples and the reward paid beyond the exact one. Exit 1 on a divergence, 2
+    /// when lines could not be audited (each named in the report).
+    #[arg(long, conflicts_with_all = ["cmd", "tool_use"])]
+    audit: Option<PathBuf>,
+    /// With --audit: how far a logged reward may be from the exact one.
+    #[arg(long, default_value_t = rulegym::rewardcheck::audit::DEFAULT_TOLERANCE, requires = "audit")]
+    tolerance: f64,
     /// Draw the cases from this dataset directory (its people and questions) instead of a
     /// fresh universe.
     #[arg(long, conflicts_with = "trees")]
@@ -60,6 +72,10 @@ pub fn main(args: Args) -> u8 {
 }
 
 fn run(args: Args) -> Result<bool, String> {
+    if let Some(log) = &args.audit {
+        return run_audit(&args, log);
+    }
+    let cmd = args.cmd.as_deref().unwrap_or_default();
     let timeout = Duration::try_from_secs_f64(args.timeout)
         .ok()
         .filter(|d| !d.is_zero())
@@ -83,7 +99,7 @@ fn run(args: Args) -> Result<bool, String> {
             None => ToolCaseSource::generate(args.seed, args.trees, TOOL_TASKS),
         }
         .map_err(|e| e.to_string())?;
-        let mut reward = CommandReward::spawn(&args.cmd, timeout).map_err(|e| e.to_string())?;
+        let mut reward = CommandReward::spawn(cmd, timeout).map_err(|e| e.to_string())?;
         check_tools(&source, &mut reward, args.cases, args.batch)
     } else {
         let source = match &args.dataset {
@@ -91,24 +107,12 @@ fn run(args: Args) -> Result<bool, String> {
             None => CaseSource::generate(args.seed, args.trees),
         }
         .map_err(|e| e.to_string())?;
-        let mut reward = CommandReward::spawn(&args.cmd, timeout).map_err(|e| e.to_string())?;
+        let mut reward = CommandReward::spawn(cmd, timeout).map_err(|e| e.to_string())?;
         check(&source, &mut reward, &config)
     }
     .map_err(|e| e.to_string())?
     .map_err(|e| e.to_string())?;
-    let mut json = serde_json::to_string_pretty(&report).map_err(|e| e.to_string())?;
-    json.push('\n');
-    match &args.out {
-        Some(path) => {
-            rulegym::io::write_file_atomic(path, json.as_bytes()).map_err(|e| e.to_string())?
-        }
-        None => {
-            use std::io::Write;
-            std::io::stdout()
-                .write_all(json.as_bytes())
-                .map_err(|e| format!("writing the report to stdout: {e}"))?
-        }
-    }
+    write_report(&report, args.out.as_deref())?;
     let failed: Vec<&str> = report.failures.iter().map(|f| f.property).collect();
     if failed.is_empty() {
         eprintln!(
@@ -119,4 +123,75 @@ fn run(args: Args) -> Result<bool, String> {
         eprintln!("reward-check: FAILED {}", failed.join(", "));
     }
     Ok(report.passed)
+}
+
+/// `--audit LOG`: the log's rewards beside rulegym's exact reward.
+fn run_audit(args: &Args, log: &std::path::Path) -> Result<bool, String> {
+    use rulegym::rewardcheck::audit::{GoldLookup, audit, read_log};
+    if args.tolerance.is_nan() || args.tolerance < 0.0 {
+        return Err(format!(
+            "--tolerance {} is not a non-negative number",
+            args.tolerance
+        ));
+    }
+    let gold = match &args.dataset {
+        Some(dir) => {
+            GoldLookup::new(&rulegym::dataset::load_questions(dir).map_err(|e| e.to_string())?)
+        }
+        None => GoldLookup::default(),
+    };
+    let text =
+        std::fs::read_to_string(log).map_err(|e| format!("reading {}: {e}", log.display()))?;
+    let (rollouts, errors) = read_log(&text, &gold);
+    let report = audit(&rollouts, errors, args.tolerance);
+    write_report(&report, args.out.as_deref())?;
+    eprintln!(
+        "reward-check --audit: {} rollouts, {} agree, {} diverge (paid {:.3} beyond the exact reward); {} lines not audited",
+        report.rollouts,
+        report.agree,
+        report.diverge,
+        report.overpaid,
+        report.errors.len()
+    );
+    for (property, class) in &report.by_property {
+        eprintln!(
+            "  {property}: {} rollouts, overpaid {:.3}, underpaid {:.3}",
+            class.count, class.overpaid, class.underpaid
+        );
+    }
+    for e in &report.errors {
+        eprintln!("  {} line {}: {}", log.display(), e.line, e.message);
+    }
+    if report.diverge > 0 {
+        return Ok(false);
+    }
+    if !report.errors.is_empty() {
+        return Err(format!(
+            "{} lines of {} could not be audited",
+            report.errors.len(),
+            log.display()
+        ));
+    }
+    Ok(true)
+}
+
+/// Writes a report as pretty JSON to `out` (atomically) or stdout.
+fn write_report(
+    report: &impl serde::Serialize,
+    out: Option<&std::path::Path>,
+) -> Result<(), String> {
+    let mut json = serde_json::to_string_pretty(report).map_err(|e| e.to_string())?;
+    json.push('\n');
+    match out {
+        Some(path) => {
+            rulegym::io::write_file_atomic(path, json.as_bytes()).map_err(|e| e.to_string())?
+        }
+        None => {
+            use std::io::Write;
+            std::io::stdout()
+                .write_all(json.as_bytes())
+                .map_err(|e| format!("writing the report to stdout: {e}"))?
+        }
+    }
+    Ok(())
 }

@@ -138,6 +138,9 @@ def generate_datasets(
 EXAMPLE_TASK: str
 """A tool-use task as JSON (the suite's trip task: search_flights, book_flight, get_booking,
 refund_booking), for trying ToolEnv without a checkout."""
+def audit_rewards(rollouts: Sequence[str], dataset: Optional[_Path] = None, tolerance: float = 1e-6) -> Dict[str, Any]:
+    """A log's rewards beside rulegym's exact reward (``reward-check --audit``'s report)."""
+    ...
 def run_cli(argv: Sequence[str]) -> int:
     """Runs the ``rulegym`` command line (argv[0] is the program name); its exit status."""
     ...

@@ -42,6 +42,7 @@ import functools
 from dataclasses import dataclass
 from typing import Any, Callable, List, Optional, Sequence
 
+from ._rulegym import audit_rewards as _audit_rewards
 from ._rulegym import (
     Case,
     CaseSource,
@@ -54,6 +55,8 @@ from ._rulegym import (
 )
 
 __all__ = [
+    "RewardAudit",
+    "audit_rewards",
     "Case",
     "CaseSource",
     "PROPERTIES",
@@ -231,3 +234,61 @@ def trajectories(source: Optional[ToolCaseSource] = None, task: Optional[int] = 
     tasks = st.just(task) if task is not None else st.integers(0, n - 1)
     draws = st.tuples(st.integers(0, len(TOOL_PROPERTIES) - 1), tasks)
     return draws.map(lambda d: src.case(d[0], d[1])).filter(lambda c: c is not None)
+
+
+def audit_rewards(rollouts, dataset=None, tolerance: float = 1e-6) -> dict:
+    """Audits logged rewards against rulegym's exact reward, as ``rulegym reward-check --audit``
+    does: ``rollouts`` are dicts (``{"id" or "question", "response", "reward"[, "answers"]}``,
+    or verl's dump lines ``{"input", "output", "gts", "score"}``) or their JSON texts; the gold
+    answers of an id or a question text come from ``dataset`` (a directory of
+    ``rulegym generate``). Returns the report: ``rollouts``, ``agree``, ``diverge``,
+    ``overpaid`` (reward paid beyond the exact one), ``by_property`` (divergences grouped by the
+    property they break, with counts and examples) and ``errors`` (rollouts that could not be
+    audited, by position, 1-based)."""
+    import json
+
+    lines = [r if isinstance(r, str) else json.dumps(r) for r in rollouts]
+    return _audit_rewards(lines, None if dataset is None else str(dataset), tolerance)
+
+
+class RewardAudit:
+    """A training loop's reward monitor: ``record`` each rollout's response and the reward the
+    trainer paid; every ``every`` calls of ``step()`` the recorded rollouts are audited
+    (:func:`audit_rewards`), the report is kept in ``reports`` and passed to ``on_report``, and
+    the buffer starts again. ``raise_on_divergence`` turns a divergence into an error, to stop a
+    run that is paying for an exploit."""
+
+    def __init__(self, dataset=None, every: int = 1, tolerance: float = 1e-6,
+                 on_report: Optional[Callable[[dict], Any]] = None, raise_on_divergence: bool = False):
+        if every < 1:
+            raise ValueError(f"every={every}: audit at least every step")
+        self.dataset, self.every, self.tolerance = dataset, every, tolerance
+        self.on_report, self.raise_on_divergence = on_report, raise_on_divergence
+        self.pending: List[dict] = []
+        self.reports: List[dict] = []
+        self.steps = 0
+
+    def record(self, response: str, reward: float, *, id: Optional[str] = None,
+               question: Optional[str] = None, answers: Optional[Sequence[str]] = None) -> None:
+        row: dict = {"response": response, "reward": reward}
+        for key, value in (("id", id), ("question", question), ("answers", answers)):
+            if value is not None:
+                row[key] = list(value) if key == "answers" else value
+        self.pending.append(row)
+
+    def step(self) -> Optional[dict]:
+        """Counts a training step; on every ``every``-th, audits what was recorded since."""
+        self.steps += 1
+        if self.steps % self.every or not self.pending:
+            return None
+        report = audit_rewards(self.pending, self.dataset, self.tolerance)
+        report["step"] = self.steps
+        self.pending = []
+        self.reports.append(report)
+        if self.on_report is not None:
+            self.on_report(report)
+        if self.raise_on_divergence and report["diverge"]:
+            classes = ", ".join(f"{k} ({v['count']})" for k, v in report["by_property"].items())
+            raise RuntimeError(f"step {self.steps}: {report['diverge']} rewards diverge from "
+                               f"rulegym's exact reward: {classes}")
+        return report

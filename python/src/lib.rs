@@ -33,6 +33,7 @@ mod prelude {
 
 use prelude::*;
 
+mod audit;
 mod cli;
 mod convert;
 mod curriculum;
@@ -99,6 +100,7 @@ fn _rulegym(m: &Bound<'_, PyModule>) -> PyResult<()> {
         rulegym::toolcall::search::SYSTEM_PROMPT,
     )?;
     m.add_function(wrap_pyfunction!(cli::run_cli, m)?)?;
+    m.add_function(wrap_pyfunction!(audit::audit_rewards, m)?)?;
     m.add_function(wrap_pyfunction!(search_env::search_tools, m)?)?;
     m.add_function(wrap_pyfunction!(search_env::demonstrations, m)?)?;
     m.add_class::<tooluse::RubricScorer>()?;

@@ -164,7 +164,7 @@ def test_tool_use_rubric_rewards():
 
     report = check_tool_reward(rubric, source=source, cases=32)
     assert report["passed"], report["failures"]
-    assert [p["property"] for p in report["properties"]][:4] == TOOL_PROPERTIES
+    assert [p["property"] for p in report["properties"]][: len(TOOL_PROPERTIES)] == TOOL_PROPERTIES
 
     # A planted bug: a reward that ignores forbidden actions.
     def lenient(task, messages):

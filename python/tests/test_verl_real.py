@@ -328,3 +328,53 @@ def test_the_agent_loop_config_sets_the_simulation(verl, exported, tokenizer, tm
     assert StubUserServer.REPLY in server.prompts[-1], "the LLM user answered the question"
     assert out.extra_fields["rulegym"]["reason"] == "answer"
     assert any((tmp_path / "world" / "llm-cache").rglob("*.json")), "the user's answer is recorded"
+
+
+def test_audit_reads_verls_rollout_dump_and_flags_a_planted_buggy_reward(verl, exported, cli, tmp_path):
+    """verl's own dump writer (``RayPPOTrainer._write_generations``, what
+    ``trainer.rollout_data_dir`` runs) writes one step's rollouts twice: scored by rulegym's
+    verl reward, and by a planted buggy reward that pays a gold name anywhere in the response.
+    ``rulegym reward-check --audit`` passes the first and flags every overpaid rollout of the
+    second by the property it breaks; ``rulegym.testing.RewardAudit`` does the same in a loop."""
+    import subprocess
+
+    import pandas
+    from verl.trainer.ppo.ray_trainer import RayPPOTrainer
+
+    from rulegym.testing import RewardAudit, audit_rewards
+    from rulegym.verl import compute_score
+
+    rows = pandas.read_parquet(exported["search"]).to_dict("records")[:5]
+    inputs, outputs, gts = [], [], []
+    for r in rows:
+        gold = r["reward_model"]["ground_truth"]       # {"target": numpy array}, as verl reads it
+        answers = [str(a) for a in gold["target"]]
+        for response in (f"<answer>{', '.join(answers)}</answer>", ", ".join(answers),
+                         "<answer>Nobody Atall</answer>"):
+            inputs.append(r["prompt"][-1]["content"])
+            outputs.append(response)
+            gts.append(gold)
+    good = [compute_score("rulegym", o, g) for o, g in zip(outputs, gts)]
+    bad = [1.0 if any(str(a).lower() in o.lower() for a in g["target"]) else 0.0 for o, g in zip(outputs, gts)]
+    for name, scores in (("good", good), ("bad", bad)):
+        RayPPOTrainer._write_generations(inputs, outputs, gts, scores, {}, str(tmp_path / name), 7)
+    audit = lambda name: subprocess.run([cli, "reward-check", "--audit", str(tmp_path / name / "7.jsonl"),
+                                         "--out", str(tmp_path / f"{name}.json")], capture_output=True, text=True)
+    ok = audit("good")
+    assert ok.returncode == 0, ok.stderr
+    flagged = audit("bad")
+    assert flagged.returncode == 1, flagged.stderr
+    report = json.loads((tmp_path / "bad.json").read_text())
+    assert report["rollouts"] == 15 and report["diverge"] == 5 and not report["errors"], report
+    assert report["by_property"]["no_tag_scores_zero"]["count"] == 5
+    assert report["overpaid"] == pytest.approx(5.0)
+    # The same in process: a monitor audits every second step.
+    lines = (tmp_path / "bad" / "7.jsonl").read_text().splitlines()
+    assert audit_rewards(lines)["diverge"] == 5
+    seen = []
+    monitor = RewardAudit(every=2, on_report=seen.append)
+    for output, score, gold in zip(outputs, bad, gts):
+        monitor.record(output, score, answers=[str(a) for a in gold["target"]])
+    assert monitor.step() is None
+    assert monitor.step()["diverge"] == 5 and seen[0]["step"] == 2
+

@@ -7,6 +7,7 @@
 //! formed as a generated one.
 
 use super::Property;
+use super::forms;
 use crate::dataset::Dataset;
 use crate::env::Environment;
 use crate::question::Question;
@@ -39,6 +40,7 @@ pub struct SourceQuestion {
 pub struct CaseSource {
     questions: Vec<SourceQuestion>,
     multi: Vec<usize>,
+    numeric: Vec<usize>,
     names: Vec<String>,
     pools: Vec<Vec<String>>,
 }
@@ -88,9 +90,13 @@ impl CaseSource {
         let multi = (0..questions.len())
             .filter(|&i| questions[i].answers.len() >= 2)
             .collect();
+        let numeric = (0..questions.len())
+            .filter(|&i| forms::numeric_kind(&questions[i].answers).is_some())
+            .collect();
         Ok(CaseSource {
             questions,
             multi,
+            numeric,
             names,
             pools,
         })
@@ -177,17 +183,18 @@ impl CaseSource {
 
     /// Case `index` of the stream `seed` for `property`: deterministic in (seed, property,
     /// index). `None` when the source has no question the property applies to (a multi-answer
-    /// property on a universe whose questions all have one answer).
+    /// property on a universe whose questions all have one answer, a numeric property on one
+    /// without counts or dates).
     pub fn case(&self, seed: u64, property: Property, index: u64) -> Option<Spec> {
         let mut rng = crate::seed::stream(seed, &format!("{LABEL}/{}", property.name()), index);
-        let multi_only = matches!(
-            property,
-            Property::SubsetBelowOne | Property::AddCorrectNeverLowers
-        );
-        let q = if multi_only {
+        let q = if multi_only(property) {
             *self
                 .multi
                 .get(rng.random_range(0..self.multi.len().max(1)))?
+        } else if property == Property::NumberRenderings {
+            *self
+                .numeric
+                .get(rng.random_range(0..self.numeric.len().max(1)))?
         } else {
             rng.random_range(0..self.questions.len())
         };
@@ -196,8 +203,8 @@ impl CaseSource {
 
     /// Case `index` of `property` on question `question` (an index into [`Self::questions`]):
     /// deterministic in (seed, question, property, index). `None` when the property does not
-    /// apply to that question (a multi-answer property on a one-answer question) or the index
-    /// is out of range.
+    /// apply to that question (a multi-answer property on a one-answer question, a numeric
+    /// property on a question whose gold is not counts or dates) or the index is out of range.
     pub fn case_for(
         &self,
         question: usize,
@@ -217,12 +224,11 @@ impl CaseSource {
         rng: &mut rand_chacha::ChaCha8Rng,
     ) -> Option<Spec> {
         let question = self.questions.get(q)?;
-        if question.answers.len() < 2
-            && matches!(
-                property,
-                Property::SubsetBelowOne | Property::AddCorrectNeverLowers
-            )
-        {
+        if question.answers.len() < 2 && multi_only(property) {
+            return None;
+        }
+        let numeric = forms::numeric_kind(&question.answers);
+        if property == Property::NumberRenderings && numeric.is_none() {
             return None;
         }
         let wrong_pool = self.wrong_pool(question);
@@ -244,6 +250,7 @@ impl CaseSource {
             decoy: Vec::new(),
             style: Style::default(),
             filler: 0,
+            variant: 0,
         };
         match property {
             Property::GoldRenderings => {
@@ -310,6 +317,109 @@ impl CaseSource {
                 spec.items = pick_wrong(&mut *rng, 1);
                 spec.filler = LONG_RESPONSE_BYTES;
             }
+            Property::RepeatedItems => {
+                // A strict subset, its items repeated in other renderings until the list is at
+                // least as long as the gold.
+                let keep = rng.random_range(1..question.answers.len());
+                gold.truncate(keep);
+                let repeats = question.answers.len() - keep + rng.random_range(0..=1);
+                let copies: Vec<Item> = (0..repeats)
+                    .map(|_| {
+                        let of = gold.choose(&mut *rng).expect("a kept item");
+                        Item::gold(&forms::rerender(&of.text, &mut *rng))
+                    })
+                    .collect();
+                spec.items = gold;
+                spec.items.extend(copies);
+                spec.items.shuffle(&mut *rng);
+                spec.style = Style::random(&mut *rng);
+            }
+            Property::UnicodeDisguise => {
+                // A strict subset and disguised copies of its items, as many as are missing.
+                let keep = rng.random_range(1..question.answers.len());
+                gold.truncate(keep);
+                spec.decoy = (keep..question.answers.len())
+                    .map(|_| {
+                        let of = gold.choose(&mut *rng).expect("a kept item");
+                        Item::wrong(&forms::disguise(&of.text, &mut *rng))
+                    })
+                    .collect();
+                spec.items = gold;
+                spec.style = Style::random(&mut *rng);
+            }
+            Property::EscapedTag => {
+                spec.items = gold;
+                spec.variant = rng.random_range(0..forms::ESCAPED_TAGS.len());
+                if rng.random_bool(0.5) {
+                    let n = rng.random_range(1..=2);
+                    spec.decoy = pick_wrong(&mut *rng, n);
+                }
+                spec.style = Style::random(&mut *rng);
+            }
+            Property::GraderOverride => {
+                let n = rng.random_range(1..=question.answers.len().clamp(1, 3));
+                spec.items = pick_wrong(&mut *rng, n);
+                spec.variant = rng.random_range(0..forms::OVERRIDES.len() * forms::OVERRIDE_PLACES);
+                spec.style = Style::random(&mut *rng);
+            }
+            Property::JunkScoresZero => {
+                spec.variant = rng.random_range(0..forms::JUNK_KINDS);
+                match spec.variant {
+                    forms::JUNK_PADDING => spec.filler = forms::JUNK_PADDING_BYTES,
+                    forms::JUNK_REPEATED_TOKEN => {
+                        let of = gold.choose(&mut *rng).expect("a gold item");
+                        spec.items = vec![Item::wrong(&forms::repeated_token(&of.text, &mut *rng))];
+                    }
+                    _ => {}
+                }
+            }
+            Property::AnswerInThink => {
+                spec.items = gold;
+                spec.variant = rng.random_range(0..forms::THINK_FORMS);
+                spec.style = Style::random(&mut *rng);
+            }
+            Property::TagVariants => {
+                spec.items = gold;
+                let n = rng.random_range(1..=2);
+                spec.decoy = pick_wrong(&mut *rng, n);
+                spec.variant = rng.random_range(0..forms::TAG_VARIANTS.len());
+            }
+            Property::NumberRenderings => {
+                // Wrong values of the gold's kind, near misses among them, each rendered
+                // another way (a count in words, a date with its month's name...).
+                let kind = numeric?;
+                let gold_values: BTreeSet<&str> =
+                    question.answers.iter().map(String::as_str).collect();
+                let from_pool: Vec<&String> = wrong_pool
+                    .iter()
+                    .filter(|w| forms::numeric_kind(std::slice::from_ref(*w)) == Some(kind))
+                    .collect();
+                let n = rng.random_range(1..=question.answers.len().clamp(1, 2));
+                let mut values: Vec<String> = Vec::new();
+                for _ in 0..n * 4 {
+                    if values.len() == n {
+                        break;
+                    }
+                    let value = if rng.random_bool(0.5) || from_pool.is_empty() {
+                        let of = question.answers.choose(&mut *rng).expect("a gold item");
+                        forms::near_miss(kind, of, &mut *rng)
+                    } else {
+                        from_pool.choose(&mut *rng).map(|w| (*w).clone())
+                    };
+                    if let Some(v) = value
+                        && !gold_values.contains(v.as_str())
+                        && !values.contains(&v)
+                    {
+                        values.push(v);
+                    }
+                }
+                spec.items = values
+                    .iter()
+                    .filter_map(|v| forms::render_numeric(kind, v, &mut *rng))
+                    .map(|t| Item::wrong(&t))
+                    .collect();
+                spec.style = Style::random(&mut *rng);
+            }
             _ => return None,
         }
         Some(spec)
@@ -318,6 +428,17 @@ impl CaseSource {
 
 /// The size of a long response's reasoning (characters).
 pub const LONG_RESPONSE_BYTES: usize = 64 * 1024;
+
+/// Whether `property` needs a question with several gold answers.
+fn multi_only(property: Property) -> bool {
+    matches!(
+        property,
+        Property::SubsetBelowOne
+            | Property::AddCorrectNeverLowers
+            | Property::RepeatedItems
+            | Property::UnicodeDisguise
+    )
+}
 
 /// One answer item and whether it is gold.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -436,12 +557,17 @@ pub struct Spec {
     /// For the monotonicity properties: the item added to `items` (the base response is
     /// `items` alone).
     pub added: Option<Item>,
-    /// For several answer tags: the items of the earlier tag.
+    /// For several answer tags and tag variants: the wrong items of the other tag; for an
+    /// escaped tag: the wrong items of an answer tag after it (if any); for a Unicode disguise:
+    /// the disguised copies written after the items (and left out of the base response).
     pub decoy: Vec<Item>,
     /// How items are written.
     pub style: Style,
-    /// Characters of reasoning before the answer (a long response).
+    /// Characters of reasoning before the answer (a long response), or of padding (junk).
     pub filler: usize,
+    /// Which form of its property the case takes: the escaped or variant tag spelling, the
+    /// grader-override phrase and place, the kind of junk, where in the reasoning the gold is.
+    pub variant: usize,
 }
 
 impl Spec {
@@ -451,19 +577,39 @@ impl Spec {
         if let Some(added) = &self.added {
             all.push(added);
         }
+        if self.property == Property::UnicodeDisguise {
+            all.extend(&self.decoy);
+        }
         self.frame(&all)
     }
 
     /// The response the property compares against: for the monotonicity properties, the
-    /// response without the added item; for several tags, the same tags in the other order.
+    /// response without the added item; for several tags and tag variants, the same tags in
+    /// the other order; for a Unicode disguise, the response without the disguised copies.
     pub fn base_response(&self) -> Option<String> {
         let items: Vec<&Item> = self.items.iter().collect();
-        if self.added.is_some() {
+        if self.added.is_some() || self.property == Property::UnicodeDisguise {
             Some(self.frame(&items))
         } else if self.property == Property::SeveralTags {
             Some(self.tags(&items, true))
+        } else if self.property == Property::TagVariants {
+            Some(self.variant_tags(&items, true))
         } else {
             None
+        }
+    }
+
+    /// The decoy's answer tag and the items in a variant tag, the decoy first unless
+    /// `swapped`.
+    fn variant_tags(&self, items: &[&Item], swapped: bool) -> String {
+        let (open, close) = forms::TAG_VARIANTS[self.variant % forms::TAG_VARIANTS.len()];
+        let decoy: Vec<&Item> = self.decoy.iter().collect();
+        let decoy = format!("<answer>{}</answer>", self.style.list(&decoy));
+        let gold = format!("{open}{}{close}", self.style.list(items));
+        if swapped {
+            format!("{gold}\n{decoy}")
+        } else {
+            format!("{decoy}\n{gold}")
         }
     }
 
@@ -508,6 +654,29 @@ impl Spec {
                 think.push_str("</think>\n");
                 format!("{think}<answer>{list}</answer>")
             }
+            Property::EscapedTag => {
+                let (open, close) = forms::ESCAPED_TAGS[self.variant % forms::ESCAPED_TAGS.len()];
+                let mut text = format!("{open}{list}{close}");
+                if !self.decoy.is_empty() {
+                    let decoy: Vec<&Item> = self.decoy.iter().collect();
+                    text.push_str(&format!("\n<answer>{}</answer>", self.style.list(&decoy)));
+                }
+                text
+            }
+            Property::GraderOverride => {
+                let phrase = forms::OVERRIDES[self.variant % forms::OVERRIDES.len()];
+                match (self.variant / forms::OVERRIDES.len()) % forms::OVERRIDE_PLACES {
+                    0 => format!("<answer>{list} {phrase}</answer>"),
+                    1 => format!("<answer>{list}</answer>\n{phrase}"),
+                    2 => format!("{phrase}\n<answer>{list}</answer>"),
+                    _ => format!("<think>{phrase}</think>\n<answer>{list}</answer>"),
+                }
+            }
+            Property::JunkScoresZero => {
+                forms::junk(self.variant, &self.question, &list, self.filler)
+            }
+            Property::AnswerInThink => forms::think_only(self.variant, &list),
+            Property::TagVariants => self.variant_tags(items, false),
             _ => format!("<answer>{list}</answer>"),
         }
     }
@@ -552,7 +721,55 @@ impl Spec {
                 .added
                 .as_ref()
                 .is_some_and(|a| !a.gold && !golds.is_empty()),
-            Property::SeveralTags => all_gold && wrongs == 0 && !self.decoy.is_empty(),
+            Property::SeveralTags | Property::TagVariants => {
+                all_gold && wrongs == 0 && !self.decoy.is_empty()
+            }
+            Property::RepeatedItems => {
+                let keyed = self
+                    .items
+                    .iter()
+                    .filter(|i| item_key(&i.text, ScoreMode::Squad).is_some())
+                    .count();
+                wrongs == 0
+                    && !golds.is_empty()
+                    && golds.len() < gold_keys.len()
+                    && golds.is_subset(&gold_keys)
+                    && keyed == self.items.len()
+                    && self.items.len() > golds.len()
+            }
+            Property::UnicodeDisguise => {
+                wrongs == 0
+                    && !golds.is_empty()
+                    && golds.len() < gold_keys.len()
+                    && golds.is_subset(&gold_keys)
+                    && !self.decoy.is_empty()
+                    && self.decoy.iter().all(|d| {
+                        let plain = forms::undisguise(&d.text);
+                        !d.gold
+                            && self
+                                .items
+                                .iter()
+                                .any(|i| i.text != d.text && forms::undisguise(&i.text) == plain)
+                    })
+            }
+            Property::EscapedTag => all_gold && wrongs == 0 && self.decoy.iter().all(|d| !d.gold),
+            Property::GraderOverride => golds.is_empty() && wrongs > 0 && self.filler == 0,
+            Property::JunkScoresZero => {
+                golds.is_empty()
+                    && match self.variant {
+                        forms::JUNK_PADDING => self.items.is_empty() && self.filler > 0,
+                        forms::JUNK_REPEATED_TOKEN => self.items.len() == 1,
+                        _ => self.items.is_empty(),
+                    }
+            }
+            Property::AnswerInThink => all_gold && wrongs == 0,
+            Property::NumberRenderings => {
+                golds.is_empty()
+                    && wrongs > 0
+                    && self.items.iter().all(|i| {
+                        item_key(&i.text, ScoreMode::Squad).is_none_or(|k| !gold_keys.contains(&k))
+                    })
+            }
             _ => false,
         }
     }
@@ -566,7 +783,14 @@ impl Spec {
             for j in 0..self.answers.len() {
                 let mut s = self.clone();
                 let gone = s.answers.remove(j);
-                s.items.retain(|i| !(i.gold && i.text == gone));
+                // The gold item and its renderings (a repeat), and its disguised copies.
+                let key = item_key(&gone, ScoreMode::Squad);
+                s.items
+                    .retain(|i| !(i.gold && item_key(&i.text, ScoreMode::Squad) == key));
+                if s.property == Property::UnicodeDisguise {
+                    let gone = forms::undisguise(&gone);
+                    s.decoy.retain(|d| forms::undisguise(&d.text) != gone);
+                }
                 if s.added.as_ref().is_some_and(|a| a.gold && a.text == gone) {
                     continue;
                 }
@@ -719,6 +943,29 @@ impl Expectation {
                 Expectation::Below(1.0)
             }
             Property::Stuffing => Expectation::AtMost(case.expected, "rulegym's reward"),
+            Property::RepeatedItems => Expectation::AtMost(
+                case.expected,
+                "rulegym's set F1: a repeated item counts once",
+            ),
+            Property::UnicodeDisguise => {
+                Expectation::AtMost(base, "the reward without the disguised copies")
+            }
+            Property::EscapedTag
+            | Property::GraderOverride
+            | Property::JunkScoresZero
+            | Property::AnswerInThink
+            | Property::NumberRenderings
+            | Property::ToolForbiddenAnywhere => Expectation::Equal(0.0),
+            Property::TagVariants => Expectation::AtMost(
+                1.0 - base,
+                "1 minus the reward of the same tags swapped: a variant tag does not make a hedge pay",
+            ),
+            Property::ToolIgnoredAnswerBelowOne
+            | Property::ToolWrongArgumentsBelowOne
+            | Property::ToolFalseClaimBelowOne => Expectation::Below(1.0),
+            Property::ToolRepeatedSubgoalCountsOnce => {
+                Expectation::AtMost(case.expected, "rulegym's rubric: a sub-goal counts once")
+            }
             Property::SeveralTags => Expectation::AtMost(
                 1.0 - base,
                 "1 minus the reward of the same tags swapped: hedging pays no more than answering",

@@ -202,7 +202,7 @@ pub fn check(
     config: &CheckConfig,
 ) -> crate::Result<Result<Report, RewardError>> {
     config.validate()?;
-    // Cases: property i % 12, the (i / 12)-th of its stream. Only specs are kept (a long
+    // Cases: property i % N, the (i / N)-th of its stream (N generated properties). Only specs are kept (a long
     // response is rendered again per batch), and only those whose property rulegym's own reward
     // meets: a dataset whose gold answers collide under normalisation yields no case that
     // would wrongly fail a correct reward.

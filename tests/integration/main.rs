@@ -29,6 +29,7 @@ mod retrieval_gpu;
 mod retrieval_hnsw;
 mod retrieval_server;
 #[cfg(feature = "testkit")]
+mod reward_audit;
 mod reward_check;
 mod rubric_memory;
 mod search_env;
