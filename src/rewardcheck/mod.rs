@@ -149,32 +149,22 @@ pub enum Property {
 }
 
 impl Property {
-    /// The answer-reward check's properties, in report order.
-    pub const ANSWER_REPORT: [Property; 23] = [
-        Property::GoldRenderings,
-        Property::SubsetBelowOne,
-        Property::SupersetBelowOne,
-        Property::WrongScoresZero,
-        Property::NoTagScoresZero,
-        Property::Stuffing,
-        Property::AddCorrectNeverLowers,
-        Property::AddWrongNeverRaises,
-        Property::SeveralTags,
-        Property::UnclosedTag,
-        Property::AnswerInSearch,
-        Property::LongResponse,
-        Property::RepeatedItems,
-        Property::UnicodeDisguise,
-        Property::EscapedTag,
-        Property::GraderOverride,
-        Property::JunkScoresZero,
-        Property::AnswerInThink,
-        Property::TagVariants,
-        Property::NumberRenderings,
-        Property::Bounded,
-        Property::Deterministic,
-        Property::Timely,
-    ];
+    /// The answer-reward check's properties, in report order: those cases are generated for,
+    /// then the ones every line is checked for.
+    pub const ANSWER_REPORT: [Property; 23] = {
+        let every_line = [Property::Bounded, Property::Deterministic, Property::Timely];
+        let mut all = [Property::Bounded; 23];
+        let mut i = 0;
+        while i < all.len() {
+            all[i] = if i < Property::ANSWER_GENERATED.len() {
+                Property::ANSWER_GENERATED[i]
+            } else {
+                every_line[i - Property::ANSWER_GENERATED.len()]
+            };
+            i += 1;
+        }
+        all
+    };
 
     /// The answer-reward properties cases are generated for (bounded, deterministic and timely
     /// are checked on every line).
