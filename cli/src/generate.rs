@@ -4,7 +4,7 @@ use super::questions::QuestionArgs;
 use indicatif::{ProgressBar, ProgressStyle};
 use rulegym::Result;
 use rulegym::dataset::batch::{self, Batch, BatchEvent, EngineSource, SeedRange};
-use rulegym::dataset::{self, BuildConfig, BuildEvent};
+use rulegym::dataset::{self, BuildConfig, BuildEvent, BuildStage};
 use rulegym::preset;
 use rulegym::question;
 use std::path::PathBuf;
@@ -107,8 +107,22 @@ pub fn run(args: Args) -> Result<()> {
     universe.easy_mode &= !args.hard_mode;
     let questions = args.questions.apply(base, &universe, None);
     let quiet = args.quiet;
+    // The spinner of the running stage; sampling writes its cell count into the message.
+    let bar = std::sync::Arc::new(std::sync::Mutex::new(ProgressBar::hidden()));
+    let sampling_progress = (!quiet && args.seeds.is_none()).then(|| {
+        let bar = bar.clone();
+        dataset::SamplingProgress(std::sync::Arc::new(move |done: usize, total: usize| {
+            if let Ok(bar) = bar.lock() {
+                bar.set_message(format!(
+                    "{} ({done} of {total} cells sampled)",
+                    BuildStage::LoadAndSample.name()
+                ));
+            }
+        }))
+    });
     let config = BuildConfig {
         engines: args.engines,
+        sampling_progress,
         ..BuildConfig::new(universe, Some(questions))
     };
     if let Some(seeds) = args.seeds {
@@ -122,22 +136,29 @@ pub fn run(args: Args) -> Result<()> {
         return run_batch(&batch, &args.out, args.force, quiet);
     }
     dataset::check_output(&args.out, args.force)?;
-    let mut bar = ProgressBar::hidden();
+    let current = || {
+        bar.lock()
+            .map(|b| b.clone())
+            .unwrap_or_else(|_| ProgressBar::hidden())
+    };
     let data = dataset::build_and_write(&config, &args.out, args.force, &mut |event| match event {
         BuildEvent::Started(stage) if !quiet => {
-            bar = ProgressBar::new_spinner().with_message(stage.name());
-            bar.set_style(
+            let spinner = ProgressBar::new_spinner().with_message(stage.name());
+            spinner.set_style(
                 ProgressStyle::with_template("{spinner} {msg} {elapsed}").expect("valid"),
             );
-            bar.enable_steady_tick(Duration::from_millis(100));
+            spinner.enable_steady_tick(Duration::from_millis(100));
+            if let Ok(mut b) = bar.lock() {
+                *b = spinner;
+            }
         }
         BuildEvent::Finished(stage, elapsed) if !quiet => {
-            bar.finish_and_clear();
+            current().finish_and_clear();
             eprintln!("{}: {:.2} s", stage.name(), elapsed.as_secs_f64());
         }
         _ => {}
     });
-    bar.finish_and_clear();
+    current().finish_and_clear();
     let data = data?;
     if !quiet {
         eprint!("{}", question::balance::grid(&data.questions));

@@ -27,6 +27,19 @@ pub struct BuildConfig {
     /// Keep only shard `.0` of `.1` of the questions (see [`question::Proposals::into_shard`]);
     /// `(0, 1)` keeps all of them.
     pub shard: (usize, usize),
+    /// Called with (cells sampled, cells) as sampling goes (a progress display); it does not
+    /// change what is built.
+    pub sampling_progress: Option<SamplingProgress>,
+}
+
+/// A progress callback of the sampling stage: (cells sampled, cells), from the sampling thread.
+#[derive(Clone)]
+pub struct SamplingProgress(pub std::sync::Arc<dyn Fn(usize, usize) + Send + Sync>);
+
+impl std::fmt::Debug for SamplingProgress {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("SamplingProgress")
+    }
 }
 
 impl BuildConfig {
@@ -37,6 +50,7 @@ impl BuildConfig {
             questions,
             engines: 0,
             shard: (0, 1),
+            sampling_progress: None,
         }
     }
 }
@@ -356,7 +370,13 @@ pub(crate) fn assemble(
                 Certifier::new(&universe, &index, q.solvability)
             })?;
             let proposals = beside(&narrow, loaded(), || {
-                question::propose_all(&universe, q, Some(&certifier))
+                let progress = config.sampling_progress.clone();
+                let cell_done = move |done: usize, total: usize| {
+                    if let Some(SamplingProgress(f)) = &progress {
+                        f(done, total);
+                    }
+                };
+                question::propose_all_observed(&universe, q, Some(&certifier), &cell_done)
             })?
             .into_shard(shard, shards)?;
             Ok::<_, Error>((Some(std::sync::Arc::new(index)), Some(proposals)))

@@ -11,7 +11,8 @@ mod zygote;
 
 pub use batch::{Batch, SeedRange};
 pub use build::{
-    BuildConfig, BuildEvent, BuildStage, Dataset, build, build_and_write, build_observed,
+    BuildConfig, BuildEvent, BuildStage, Dataset, SamplingProgress, build, build_and_write,
+    build_observed,
 };
 
 use crate::corpus::Article;

@@ -32,7 +32,7 @@ pub use config::{QuestionConfig, Solvability};
 pub use degenerate::Degeneracy;
 pub use family::{Comparison, Family};
 pub use grammar::{AnchorKind, Ask, Template, templates};
-pub use proposals::{Proposals, check_shard, propose_all};
+pub use proposals::{Proposals, check_shard, propose_all, propose_all_observed};
 pub use query::{Anchor, Attr, Chain, ChainStep, Query, QueryError};
 pub use record::{Question, QuestionKind, Split, difficulty};
 pub use report::{CellReport, GenerationReport};

@@ -78,6 +78,17 @@ pub fn propose_all(
     config: &QuestionConfig,
     certifier: Option<&dyn Certify>,
 ) -> crate::Result<Proposals> {
+    propose_all_observed(universe, config, certifier, &|_, _| {})
+}
+
+/// [`propose_all`], calling `cell_done(cells sampled, cells)` after each cell (progress for a
+/// long sampling stage; it does not change what is sampled).
+pub fn propose_all_observed(
+    universe: &Universe,
+    config: &QuestionConfig,
+    certifier: Option<&dyn Certify>,
+    cell_done: &(dyn Fn(usize, usize) + Sync),
+) -> crate::Result<Proposals> {
     config.validate()?;
     if universe.people.is_empty() {
         return Err(crate::Error::Config(
@@ -98,6 +109,12 @@ pub fn propose_all(
         },
         _ => sample::WalkLimits::NONE,
     };
+    let total: usize = config
+        .families
+        .iter()
+        .map(|&f| cells(f, config).len())
+        .sum();
+    let mut sampled = 0;
     for &family in &config.families {
         let mut questions = Vec::new();
         let mut seen = HashSet::new();
@@ -172,6 +189,8 @@ pub fn propose_all(
             }
             report.rejections += counts.rejections();
             report.cells.insert(label, counts);
+            sampled += 1;
+            cell_done(sampled, total);
         }
         let before = questions.len();
         let mut questions = balance::balance_and_split(family, questions, config);
