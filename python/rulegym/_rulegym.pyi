@@ -25,6 +25,8 @@ class Index:
     def article(self, title: str) -> Optional[Dict[str, str]]:
         """The document titled ``title`` (exactly, else ignoring case): ``{"id", "contents"}``."""
     def __len__(self) -> int: ...
+    def save(self, path: _Path) -> None:
+        """Writes the index to ``path`` atomically (``Index(path)`` loads it)."""
 
 class SearchEnv:
     """One search episode (Search-R1 protocol, set-F1 reward); usable from any thread. With

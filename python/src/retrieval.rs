@@ -93,6 +93,12 @@ impl Index {
     fn __len__(&self) -> usize {
         self.inner.len()
     }
+
+    /// Writes the index to `path` atomically (what `rulegym index` writes; `Index(path)` loads
+    /// it), e.g. a curriculum draw's index for a tool server in another process.
+    fn save(&self, py: Python<'_>, path: PathBuf) -> PyResult<()> {
+        py.allow_threads(|| self.inner.save(&path)).map_err(err)
+    }
 }
 
 /// Builds a flat index with the built-in encoder over a Search-R1 JSONL corpus (such as a

@@ -104,6 +104,39 @@ print(json.dumps([[t.key, t.data.index_path] for t in tasks]))
     assert all(Path(p).is_file() for p in paths)
 
 
+def test_curriculum_stream_draws_fresh_questions_and_follows_the_rewards(tmp_path, verifiers_python):
+    """`infinite: true` with `curriculum`: tasks are drawn from a rulegym.Curriculum (fresh
+    universes, their indexes written for the tool server), each task's reward is reported to it,
+    and a window of full rewards moves the level up, as verifiers scores the tasks."""
+    code = r"""
+import asyncio, json, sys
+import verifiers.v1 as vf
+from rulegym.verifiers.search import RulegymSearchConfig, RulegymSearchTaskset
+ts = RulegymSearchTaskset(RulegymSearchConfig(id="rulegym-search-v1", infinite=True,
+    cache_dir=sys.argv[1], curriculum={"seed": 7, "window": 4, "exclude_seeds": [1]}))
+assert not ts.bounded
+tasks, levels = [], []
+for t in ts:
+    levels.append(t.key.rsplit("level", 1)[1])
+    class State:
+        answer = ", ".join(t.data.answers)
+    class Trace:
+        state = State()
+    assert asyncio.run(t.f1(Trace())) == 1.0
+    tasks.append(t)
+    if len(tasks) == 5:
+        break
+print(json.dumps({"levels": levels, "state": ts.curriculum.state()["level"],
+                  "paths": sorted({t.data.index_path for t in tasks})}))
+"""
+    res = subprocess.run([verifiers_python, "-c", code, str(tmp_path)], capture_output=True, text=True, timeout=600)
+    assert res.returncode == 0, res.stderr[-4000:]
+    out = json.loads(res.stdout.splitlines()[-1])
+    # Four full rewards at level 0 move the curriculum to level 1; the fifth draw is there.
+    assert out["levels"] == ["0", "0", "0", "0", "1"] and out["state"] == 1, out
+    assert all(Path(p).is_file() and Path(p).parent == tmp_path for p in out["paths"])
+
+
 def test_protocols_doc_verifiers_block(cli, tmp_path, verifiers_python):
     """docs/protocols.md: the verifiers block loads the taskset as written (after the OpenEnv
     section's generate line wrote `data`)."""

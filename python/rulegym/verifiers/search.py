@@ -34,7 +34,10 @@ class SearchData(vf.TaskData):
 
 
 class SearchTask(vf.Task[SearchData, SearchState]):
-    """A question; the reward is rulegym's exact set F1 of the ``answer`` call (0 without one)."""
+    """A question; the reward is rulegym's exact set F1 of the ``answer`` call (0 without one).
+    A task drawn from a curriculum reports its reward to it (``curriculum``, set by the taskset)."""
+
+    curriculum: Any = None
 
     @property
     def key(self) -> str:
@@ -52,9 +55,10 @@ class SearchTask(vf.Task[SearchData, SearchState]):
     @vf.reward(weight=1.0)
     async def f1(self, trace: vf.Trace) -> float:
         answer = trace.state.answer
-        if answer is None:
-            return 0.0
-        return exact_reward(answer, self.data.answers, self.data.question)
+        reward = 0.0 if answer is None else exact_reward(answer, self.data.answers, self.data.question)
+        if self.curriculum is not None:
+            self.curriculum.report(reward)
+        return reward
 
     @vf.metric
     async def turns(self, trace: vf.Trace) -> float:
@@ -88,6 +92,10 @@ class RulegymSearchConfig(vf.TasksetConfig):
     #: Universe and question settings of the stream (``rulegym.generate_dataset``).
     universe: Dict[str, Any] = {"num_family_trees": 8, "max_family_tree_size": 10}
     questions: Dict[str, Any] = {"families": ["base", "hops"], "per_template": 2, "max_hops": 4}
+    #: With ``infinite``: draw each question from a ``rulegym.Curriculum`` with this config
+    #: (``{"seed": 7, "window": 8, ...}``: fresh universes at a level that follows the rewards
+    #: the tasks report) instead of whole universes in seed order.
+    curriculum: Dict[str, Any] = {}
     #: Where the stream's universes are written [default: a temporary directory].
     cache_dir: str = ""
     top_k: int = 3
@@ -129,6 +137,9 @@ class RulegymSearchTaskset(vf.Taskset[SearchTask, RulegymSearchConfig]):
             yield from self._tasks(directory, Path(c.index) if c.index else directory / "index.idx")
             return
         root = Path(c.cache_dir or tempfile.mkdtemp(prefix="rulegym-stream-"))
+        if c.curriculum:
+            yield from self._curriculum_tasks(root)
+            return
         for seed in itertools.count(c.seed):
             out = root / f"seed-{seed}"
             if not (out / "questions.jsonl").is_file():
@@ -137,3 +148,24 @@ class RulegymSearchTaskset(vf.Taskset[SearchTask, RulegymSearchConfig]):
             if not index.is_file():
                 _rulegym.build_index(str(out / "articles.jsonl"), str(index))
             yield from self._tasks(out, index)
+
+    def _curriculum_tasks(self, root: Path) -> Iterator[SearchTask]:
+        """Endless draws of ``rulegym.Curriculum(config.curriculum)``; each draw's universe index
+        is written once under ``root`` for the tool server, and each task reports its reward."""
+        import rulegym
+
+        self.curriculum = rulegym.Curriculum(dict(self.config.curriculum))
+        root.mkdir(parents=True, exist_ok=True)
+        for n in itertools.count():
+            d = self.curriculum.draw()
+            index = root / f"universe-{d['universe_seed']}.idx"
+            if not index.is_file():
+                d["index"].save(str(index))
+            qid = f"curriculum-{n}-level{d['level']}"
+            data = SearchData(id=qid, question_id=qid, question=d["question"],
+                              prompt=PROMPT.format(question=d["question"]), answers=list(d["answers"]),
+                              split="train", index_path=str(index.resolve()),
+                              top_k=self.config.top_k, max_turns=self.config.max_turns)
+            task = SearchTask(data, self.config.task)
+            task.curriculum = self.curriculum
+            yield task
