@@ -177,11 +177,6 @@ impl EpisodeBudget {
         }
     }
 
-    /// The bound per client, if any.
-    pub fn max(&self) -> Option<u64> {
-        self.max
-    }
-
     /// Counts one episode start of `client`, or refuses it past the budget (a request served
     /// without a peer address is not counted).
     pub fn charge(&self, client: Option<IpAddr>) -> Result<(), SessionError> {

@@ -15,11 +15,8 @@ pub struct Args {
     /// A directory written by `rulegym generate` (reads its questions.jsonl).
     #[arg(long, required_unless_present = "tasks", conflicts_with = "tasks")]
     dataset: Option<PathBuf>,
-    /// Export these questions instead of the dataset's own questions.jsonl: a file about the
-    /// same universe (`rulegym questions --out FILE`, or one edited by hand), each question's
-    /// gold answers checked by the engine first.
-    #[arg(long, requires = "dataset")]
-    questions: Option<PathBuf>,
+    #[command(flatten)]
+    questions: crate::QuestionFile,
     /// A tool-use task file (.jsonl, e.g. from `rulegym tools generate`, or .json). verl's
     /// tool config is global, so it holds every task's tools; a name that tasks give different
     /// schemas is exported once per schema as `<name>__<8 hex of the schema hash>`, and each
@@ -114,7 +111,7 @@ pub fn run(args: Args) -> Result<()> {
         .dataset
         .ok_or_else(|| rulegym::Error::Config("pass --dataset DIR or --tasks FILE".into()))?;
     let mut questions =
-        rulegym::dataset::load_question_set(&dataset, args.questions.as_deref())?.questions;
+        rulegym::dataset::load_question_set(&dataset, args.questions.file.as_deref())?.questions;
     if let Some(name) = &args.split {
         let split = rulegym::question::Split::named(name).ok_or_else(|| {
             rulegym::Error::Config(format!("unknown split {name:?} (train, val)"))

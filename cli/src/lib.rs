@@ -140,6 +140,22 @@ where
 
 /// Session bounds of a network server (`serve`, `mcp --transport http`), flattened into its
 /// flags: the one policy of [`rulegym::sessions`].
+/// `--questions FILE`, the flag of every command that plays, exports or serves a dataset's
+/// questions ([`rulegym::dataset::load_question_set`]).
+#[derive(clap::Args, Debug, Clone)]
+pub(crate) struct QuestionFile {
+    /// Use these questions instead of the dataset's own questions.jsonl: a file about the same
+    /// universe (`rulegym questions --out FILE`, or one edited by hand), each question's gold
+    /// answers checked by the engine against the universe first.
+    #[arg(
+        long = "questions",
+        id = "questions",
+        value_name = "FILE",
+        requires = "dataset"
+    )]
+    pub(crate) file: Option<std::path::PathBuf>,
+}
+
 #[derive(clap::Args, Debug, Clone)]
 pub(crate) struct SessionArgs {
     /// Live sessions at once (MCP sessions; connections for `serve`); one more is answered 503

@@ -24,11 +24,8 @@ pub struct Args {
     /// Search index [default: the dataset's own `index.idx`].
     #[arg(long, conflicts_with = "tasks")]
     index: Option<PathBuf>,
-    /// Serve these questions instead of the dataset's own questions.jsonl: a file about the
-    /// same universe (`rulegym questions --out FILE`, or one edited by hand), each question's
-    /// gold answers checked by the engine first.
-    #[arg(long, requires = "dataset")]
-    questions: Option<PathBuf>,
+    #[command(flatten)]
+    questions: crate::QuestionFile,
     /// A scored session: the id of a dataset question; adds the `answer` tool (ends the episode,
     /// returns the F1 score) and the question as prompt `question` and resource.
     #[arg(long, conflicts_with = "tasks")]
@@ -93,7 +90,7 @@ pub fn run(args: Args) -> Result<()> {
             let world = SearchWorld::load(
                 dir,
                 args.index.as_deref(),
-                args.questions.as_deref(),
+                args.questions.file.as_deref(),
                 config,
             )?;
             (WorldKind::Search(world), args.question.as_deref())

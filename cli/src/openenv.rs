@@ -15,11 +15,8 @@ pub struct Args {
     /// Search index [default: the dataset's own `index.idx`].
     #[arg(long, conflicts_with = "tasks")]
     index: Option<PathBuf>,
-    /// Serve these questions instead of the dataset's own questions.jsonl: a file about the
-    /// same universe (`rulegym questions --out FILE`, or one edited by hand), each question's
-    /// gold answers checked by the engine first.
-    #[arg(long, requires = "dataset")]
-    questions: Option<PathBuf>,
+    #[command(flatten)]
+    questions: crate::QuestionFile,
     /// Passages one `search` returns.
     #[arg(long, default_value_t = 3, conflicts_with = "tasks")]
     top_k: usize,
@@ -99,7 +96,7 @@ pub fn run(args: Args) -> Result<()> {
             let world = SearchWorld::load(
                 dir,
                 args.index.as_deref(),
-                args.questions.as_deref(),
+                args.questions.file.as_deref(),
                 config,
             )?;
             ("rulegym_search", WorldKind::Search(world))

@@ -22,11 +22,8 @@ pub struct SearchData {
     /// written by `rulegym generate`; or one built by `rulegym index`].
     #[arg(long)]
     index: Option<PathBuf>,
-    /// Play these questions instead of the dataset's own questions.jsonl: a file about the
-    /// same universe (`rulegym questions --out FILE`, or one edited by hand). Every question's
-    /// gold answers are checked by the engine against the dataset's universe first.
-    #[arg(long)]
-    questions: Option<PathBuf>,
+    #[command(flatten)]
+    questions: crate::QuestionFile,
 }
 
 impl SearchData {
@@ -52,7 +49,7 @@ impl SearchData {
         }
         let universe = load_universe(&self.dataset)?;
         let questions =
-            rulegym::dataset::load_question_set(&self.dataset, self.questions.as_deref())?;
+            rulegym::dataset::load_question_set(&self.dataset, self.questions.file.as_deref())?;
         Ok((universe, questions, Arc::new(SearchIndex::load(&path)?)))
     }
 }

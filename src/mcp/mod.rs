@@ -87,9 +87,10 @@ pub struct HttpConfig {
 /// episode per MCP session, until the process is stopped. Requests must name a loopback host
 /// (`localhost`, `127.0.0.1`, `::1`) or one of the configured hosts in their `Host` header
 /// (rmcp's DNS-rebinding guard). Sessions are bounded by the configured limits
-/// ([`crate::sessions`]): beyond the cap, a client's share of it, its creation rate or its
-/// episode budget, a new session is answered 503 with `Retry-After` and a JSON-RPC error; idle
-/// and over-age sessions are closed and their episodes freed; DELETE closes one at once.
+/// ([`crate::sessions`]): beyond the cap, a client's share of it or its creation rate, a new
+/// session is answered 503 with `Retry-After` and a JSON-RPC error, and past the client's
+/// episode budget 403 without it (waiting would not help); idle and over-age sessions are
+/// closed and their episodes freed; DELETE closes one at once.
 /// Connections are served by [`crate::sessions::serve_connections`] under the same limits.
 /// `ready` is called with the bound address (port 0 picks a free port).
 pub fn serve_http(

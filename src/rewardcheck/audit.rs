@@ -261,8 +261,10 @@ pub fn audit(rollouts: &[Rollout], errors: Vec<LineError>, tolerance: f64) -> Au
         report.rollouts += 1;
         sum += r.reward;
         sum_exact += exact;
-        let last = last_answer([r.response.as_str()])
-            .map_or(0.0, |a| score(&a, &r.answers, ScoreMode::Squad).f1);
+        let answer = last_answer([r.response.as_str()]);
+        let last = answer
+            .as_deref()
+            .map_or(0.0, |a| score(a, &r.answers, ScoreMode::Squad).f1);
         if (r.reward - exact).abs() <= tolerance || (r.reward - last).abs() <= tolerance {
             report.agree += 1;
             continue;
@@ -270,7 +272,7 @@ pub fn audit(rollouts: &[Rollout], errors: Vec<LineError>, tolerance: f64) -> Au
         report.diverge += 1;
         let class = report
             .by_property
-            .entry(classify(r, exact).to_owned())
+            .entry(classify(r, answer.as_deref(), exact).to_owned())
             .or_default();
         class.count += 1;
         let delta = r.reward - exact;
@@ -298,10 +300,12 @@ pub fn audit(rollouts: &[Rollout], errors: Vec<LineError>, tolerance: f64) -> Au
     report
 }
 
-/// The property a divergent rollout breaks, read from its response.
-fn classify(r: &Rollout, exact: f64) -> &'static str {
+/// The property a divergent rollout breaks, read from its response and `answer`, the text of
+/// its last complete answer tag. Items are keyed as the reward keys them
+/// ([`crate::reward::item_key`]).
+fn classify(r: &Rollout, answer: Option<&str>, exact: f64) -> &'static str {
+    use crate::reward::{answer_set, item_key};
     let name = |p: Property| p.name();
-    let has_answer = last_answer([r.response.as_str()]).is_some();
     if r.reward < exact {
         return if exact >= 1.0 - super::cases::EPS {
             name(Property::GoldRenderings)
@@ -309,7 +313,7 @@ fn classify(r: &Rollout, exact: f64) -> &'static str {
             "other_underpaid"
         };
     }
-    if !has_answer {
+    let Some(answer) = answer else {
         return if r.response.contains("<answer>") {
             name(Property::UnclosedTag)
         } else if r.response.contains("<think>") {
@@ -317,15 +321,21 @@ fn classify(r: &Rollout, exact: f64) -> &'static str {
         } else {
             name(Property::NoTagScoresZero)
         };
-    }
+    };
     if r.response.matches("<answer>").count() > 1 {
         return name(Property::SeveralTags);
     }
-    let predicted = last_answer([r.response.as_str()]).unwrap_or_default();
-    let items: Vec<&str> = predicted.split(',').map(str::trim).collect();
-    let key = |s: &str| crate::reward::normalize_squad(s);
-    let gold: Vec<String> = r.answers.iter().map(|a| key(a)).collect();
-    let hits = items.iter().filter(|i| gold.contains(&key(i))).count();
+    let keys: Vec<String> = answer
+        .split(',')
+        .filter_map(|i| item_key(i, ScoreMode::Squad))
+        .collect();
+    let distinct = answer_set(answer, ScoreMode::Squad);
+    let gold: std::collections::BTreeSet<String> = r
+        .answers
+        .iter()
+        .filter_map(|a| item_key(a, ScoreMode::Squad))
+        .collect();
+    let hits = keys.iter().filter(|k| gold.contains(*k)).count();
     if hits == 0 {
         let lower = r.response.to_lowercase();
         return if super::forms::OVERRIDES
@@ -337,16 +347,13 @@ fn classify(r: &Rollout, exact: f64) -> &'static str {
             name(Property::WrongScoresZero)
         };
     }
-    let mut distinct: Vec<String> = items.iter().map(|i| key(i)).collect();
-    distinct.sort();
-    distinct.dedup();
-    if distinct.len() < items.len() {
+    if distinct.len() < keys.len() {
         return name(Property::RepeatedItems);
     }
-    if hits < items.len() {
+    if hits < keys.len() {
         return name(Property::Stuffing);
     }
-    if hits < gold.len() {
+    if distinct.intersection(&gold).count() < gold.len() {
         return name(Property::SubsetBelowOne);
     }
     "other_overpaid"

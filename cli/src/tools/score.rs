@@ -8,9 +8,10 @@ use rulegym::tooluse::env::trajectory_from_messages;
 use rulegym::tooluse::rubric::{
     ItemKind, ItemStatus, RewardVariant, RubricResult, RubricScorer, ScoreBy,
 };
-use rulegym::tooluse::task::{Task, TaskError, ValidateOptions, load_tasks};
+use rulegym::tooluse::task::{CompiledTask, Task, TaskError, ValidateOptions, load_tasks};
 use serde_json::{Value, json};
 use std::collections::HashMap;
+use std::collections::hash_map::Entry;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -74,7 +75,8 @@ pub fn run(args: ScoreArgs) -> Result<()> {
         .iter()
         .find(|t| &t.id == id)
         .ok_or_else(|| TaskError::NotFound(id.clone()))?;
-    let (result, out) = score_one(task, &scorer, &read_messages(path)?)?;
+    let world = Arc::new(task.clone().compile(ValidateOptions::default())?);
+    let (result, out) = score_one(&world, &scorer, &read_messages(path)?)?;
     if args.json {
         println!("{}", serde_json::to_string_pretty(&out).unwrap_or_default());
     } else {
@@ -83,9 +85,11 @@ pub fn run(args: ScoreArgs) -> Result<()> {
     Ok(())
 }
 
-/// Scores every line of `file`; a line that fails is reported and skipped.
+/// Scores every line of `file`; a line that fails is reported and skipped. Each task is
+/// compiled once, when a line first names it.
 fn score_file(tasks: &[Task], scorer: &RubricScorer, file: &Path, args: &ScoreArgs) -> Result<()> {
     let by_id: HashMap<&str, &Task> = tasks.iter().map(|t| (t.id.as_str(), t)).collect();
+    let mut compiled: HashMap<String, Arc<CompiledTask>> = HashMap::new();
     let bytes = rulegym::io::read(file)?;
     let (mut rewards, mut failed) = (Vec::new(), 0usize);
     for (n, line) in rulegym::io::jsonl_records::<Line>(&bytes) {
@@ -100,10 +104,20 @@ fn score_file(tasks: &[Task], scorer: &RubricScorer, file: &Path, args: &ScoreAr
                 )
             })
             .and_then(|line| {
-                let task = by_id
-                    .get(line.id.as_str())
-                    .ok_or_else(|| TaskError::NotFound(line.id.clone()).to_string())?;
-                score_one(task, scorer, &line.messages).map_err(|e| e.to_string())
+                let world = match compiled.entry(line.id.clone()) {
+                    Entry::Occupied(world) => world.into_mut(),
+                    Entry::Vacant(slot) => {
+                        let task = by_id
+                            .get(line.id.as_str())
+                            .ok_or_else(|| TaskError::NotFound(line.id.clone()).to_string())?;
+                        let world = (*task)
+                            .clone()
+                            .compile(ValidateOptions::default())
+                            .map_err(|e| e.to_string())?;
+                        slot.insert(Arc::new(world))
+                    }
+                };
+                score_one(world, scorer, &line.messages).map_err(|e| e.to_string())
             });
         match scored {
             Ok((result, out)) => {
@@ -154,15 +168,14 @@ fn score_file(tasks: &[Task], scorer: &RubricScorer, file: &Path, args: &ScoreAr
     Ok(())
 }
 
-/// Scores `messages` against `task`'s rubric: the result, and the object `--json` prints
-/// (`id`, `reward`, `result` and `facts`, the facts derived from the conversation).
+/// Scores `messages` against the compiled task's rubric: the result, and the object `--json`
+/// prints (`id`, `reward`, `result` and `facts`, the facts derived from the conversation).
 fn score_one(
-    task: &Task,
+    world: &Arc<CompiledTask>,
     scorer: &RubricScorer,
     messages: &[ChatMessage],
 ) -> Result<(RubricResult, Value)> {
-    let world = Arc::new(task.clone().compile(ValidateOptions::default())?);
-    let trajectory = trajectory_from_messages(&world, messages)?;
+    let trajectory = trajectory_from_messages(world, messages)?;
     let result = scorer.score(&world.program, &trajectory, None)?;
     let out = json!({
         "id": world.task.id,
