@@ -82,6 +82,7 @@ pub fn run(args: Args) -> Result<()> {
     let (format, stage) = (args.format, args.stage);
     let preset_name = args.preset.as_deref();
     if let Some(tasks) = &args.tasks {
+        args.questions.refuse_with_tasks()?;
         let tasks = load_tasks(tasks, ValidateOptions::default())?;
         let mut defaults = ToolExportOptions::default();
         if preset_name.is_some() {

@@ -156,6 +156,20 @@ pub(crate) struct QuestionFile {
     pub(crate) file: Option<std::path::PathBuf>,
 }
 
+impl QuestionFile {
+    /// Refuses the flag beside a task file, which has no dataset questions to replace (clap's
+    /// `requires = "dataset"` does not refuse it there, since `--dataset` belongs to the
+    /// commands' dataset-or-tasks group).
+    pub(crate) fn refuse_with_tasks(&self) -> rulegym::Result<()> {
+        match &self.file {
+            Some(_) => Err(rulegym::Error::Config(
+                "--questions replaces a dataset's questions; it does not apply to --tasks".into(),
+            )),
+            None => Ok(()),
+        }
+    }
+}
+
 #[derive(clap::Args, Debug, Clone)]
 pub(crate) struct SessionArgs {
     /// Live sessions at once (MCP sessions; connections for `serve`); one more is answered 503

@@ -96,6 +96,7 @@ pub fn run(args: Args) -> Result<()> {
             (WorldKind::Search(world), args.question.as_deref())
         }
         (None, Some(tasks)) => {
+            args.questions.refuse_with_tasks()?;
             let config = ToolEnvConfig {
                 max_turns: args.max_turns,
                 ..ToolEnvConfig::default()

@@ -102,6 +102,7 @@ pub fn run(args: Args) -> Result<()> {
             ("rulegym_search", WorldKind::Search(world))
         }
         (None, Some(file)) => {
+            args.questions.refuse_with_tasks()?;
             let config = ToolEnvConfig {
                 max_turns: args.max_turns.unwrap_or(16),
                 ..ToolEnvConfig::default()

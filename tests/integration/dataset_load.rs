@@ -362,6 +362,26 @@ fn a_question_file_is_played_after_the_engine_checks_it() {
     .unwrap();
     assert_eq!(World::new("search", WorldKind::Search(world)).len(), n);
 
+    // Beside a task file the flag has no questions to replace: refused, not ignored.
+    let tasks = dir.path().join("tasks.jsonl");
+    run_ok(
+        rulegym()
+            .args(["tools", "generate", "--count", "2", "--universe"])
+            .arg(&data)
+            .arg("--out")
+            .arg(&tasks),
+    );
+    let out = run(rulegym()
+        .args(["export", "--format", "trl", "--tasks"])
+        .arg(&tasks)
+        .arg("--questions")
+        .arg(&file)
+        .arg("--out")
+        .arg(dir.path().join("tasks-trl.jsonl")));
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("does not apply to --tasks"), "{err}");
+
     // One edited answer: refused before any work, naming the line and the question.
     let mut edited: Vec<serde_json::Value> = lines
         .lines()
