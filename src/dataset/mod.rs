@@ -346,8 +346,7 @@ pub fn load_universe(dir: &Path) -> Result<Universe> {
 
 /// Reads `questions.jsonl` of a dataset directory, checked against the manifest's SHA-256.
 pub fn load_questions(dir: &Path) -> Result<Vec<crate::question::Question>> {
-    let (_, bytes) = read_checked(dir, "questions.jsonl")?;
-    crate::io::parse_jsonl(&bytes, &dir.join("questions.jsonl").display().to_string())
+    Ok(load_question_set(dir, None)?.questions)
 }
 
 /// The questions a command plays on dataset `dir`: its own `questions.jsonl` (checked against
@@ -359,11 +358,15 @@ pub fn load_questions(dir: &Path) -> Result<Vec<crate::question::Question>> {
 /// that name the line or the question).
 pub fn load_question_set(dir: &Path, file: Option<&Path>) -> Result<QuestionSet> {
     let Some(file) = file else {
-        let (_, bytes) = read_checked(dir, "questions.jsonl")?;
+        // read_checked has matched the bytes against the manifest's SHA-256: that is the hash.
+        let (mut manifest, bytes) = read_checked(dir, "questions.jsonl")?;
         let path = dir.join("questions.jsonl");
         return Ok(QuestionSet {
             questions: crate::io::parse_jsonl(&bytes, &path.display().to_string())?,
-            sha256: crate::io::sha256_hex(&bytes),
+            sha256: manifest
+                .sha256
+                .remove("questions.jsonl")
+                .unwrap_or_default(),
             source: path,
         });
     };
