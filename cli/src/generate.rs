@@ -107,17 +107,20 @@ pub fn run(args: Args) -> Result<()> {
     universe.easy_mode &= !args.hard_mode;
     let questions = args.questions.apply(base, &universe, None);
     let quiet = args.quiet;
-    // The spinner of the running stage; sampling writes its cell count into the message.
-    let bar = std::sync::Arc::new(std::sync::Mutex::new(ProgressBar::hidden()));
+    // One spinner for the stages (hidden when quiet); sampling writes its cell count into it.
+    let bar = if quiet {
+        ProgressBar::hidden()
+    } else {
+        ProgressBar::new_spinner()
+            .with_style(ProgressStyle::with_template("{spinner} {msg} {elapsed}").expect("valid"))
+    };
     let sampling_progress = (!quiet && args.seeds.is_none()).then(|| {
         let bar = bar.clone();
         dataset::SamplingProgress(std::sync::Arc::new(move |done: usize, total: usize| {
-            if let Ok(bar) = bar.lock() {
-                bar.set_message(format!(
-                    "{} ({done} of {total} cells sampled)",
-                    BuildStage::LoadAndSample.name()
-                ));
-            }
+            bar.set_message(format!(
+                "{} ({done} of {total} cells sampled)",
+                BuildStage::LoadAndSample.name()
+            ));
         }))
     });
     let config = BuildConfig {
@@ -136,29 +139,18 @@ pub fn run(args: Args) -> Result<()> {
         return run_batch(&batch, &args.out, args.force, quiet);
     }
     dataset::check_output(&args.out, args.force)?;
-    let current = || {
-        bar.lock()
-            .map(|b| b.clone())
-            .unwrap_or_else(|_| ProgressBar::hidden())
-    };
     let data = dataset::build_and_write(&config, &args.out, args.force, &mut |event| match event {
         BuildEvent::Started(stage) if !quiet => {
-            let spinner = ProgressBar::new_spinner().with_message(stage.name());
-            spinner.set_style(
-                ProgressStyle::with_template("{spinner} {msg} {elapsed}").expect("valid"),
-            );
-            spinner.enable_steady_tick(Duration::from_millis(100));
-            if let Ok(mut b) = bar.lock() {
-                *b = spinner;
-            }
+            bar.set_message(stage.name());
+            bar.reset_elapsed();
+            bar.enable_steady_tick(Duration::from_millis(100));
         }
         BuildEvent::Finished(stage, elapsed) if !quiet => {
-            current().finish_and_clear();
-            eprintln!("{}: {:.2} s", stage.name(), elapsed.as_secs_f64());
+            bar.suspend(|| eprintln!("{}: {:.2} s", stage.name(), elapsed.as_secs_f64()));
         }
         _ => {}
     });
-    current().finish_and_clear();
+    bar.finish_and_clear();
     let data = data?;
     if !quiet {
         eprint!("{}", question::balance::grid(&data.questions));
