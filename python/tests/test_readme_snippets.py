@@ -77,12 +77,9 @@ def test_ray_snippet(workdir):
 def test_verl_tool_use_blocks(workdir, capsys):
     """The verl tool-use shell block (generate, tasks, export) runs as written, then the Python
     block plays the first task's reference solution through the exported rows and configs."""
-    import subprocess
-
     import_or_skip("pyarrow")
     import_or_skip("yaml")
-    sh = fenced("sh", "rulegym export --tasks tasks.jsonl --format verl")
-    subprocess.run(["bash", "-euo", "pipefail", "-c", sh], check=True, cwd=workdir)
+    run_sh("rulegym export --tasks tasks.jsonl --format verl", workdir)
     for name in ("train.parquet", "train_tool_config.yaml", "train_agent_loop_config.yaml"):
         assert (workdir / name).exists(), name
     scope = run(block("UserInteractionCore"), "verl tool use")
