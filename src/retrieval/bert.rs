@@ -1,26 +1,38 @@
-//! BERT-family sentence encoder (feature `bert`): candle on the CPU + Hugging Face tokenizers.
+//! BERT-family sentence encoder (feature `bert`): a batched, batch-invariant forward pass on the
+//! CPU + Hugging Face tokenizers.
 //!
 //! Loads a sentence-transformers model directory:
 //! * `config.json` (a BERT config: all-MiniLM-L6-v2, e5-base-v2, bge, ...),
 //! * `tokenizer.json`,
-//! * `model.safetensors` (weights with or without the `bert.` prefix),
+//! * `model.safetensors` (f32, f16 or bf16 weights, with or without the `bert.` prefix),
 //! * `1_Pooling/config.json` (mean or CLS pooling; mean when absent) and
 //!   `sentence_bert_config.json` (`max_seq_length`; else the model's position limit).
 //!
-//! Output: the pooled last hidden state (mean over the tokens the attention mask keeps, or the
-//! CLS token), L2-normalised. Prefixes: when `config_sentence_transformers.json` declares
-//! `prompts` for `query` and `passage`/`document` they are used; otherwise a model whose
-//! directory or `_name_or_path` names E5 (`e5-...`) gets E5's `query: ` / `passage: `
-//! prefixes, as its model card requires; other models get none.
+//! Output: the pooled last hidden state (mean over the text's tokens, or the CLS token),
+//! L2-normalised. Prefixes: when `config_sentence_transformers.json` declares `prompts` for
+//! `query` and `passage`/`document` they are used; otherwise a model whose directory or
+//! `_name_or_path` names E5 (`e5-...`) gets E5's `query: ` / `passage: ` prefixes, as its model
+//! card requires; other models get none.
 //!
-//! Each text is encoded on its own (batch of one, no padding), so a text's vector never
-//! depends on the rest of the batch.
+//! **Batch invariance.** A batch is encoded in one pass, and every text gets the bits it gets
+//! alone, whatever the batch's composition, the thread count or the instruction set:
+//! * the texts' tokens are packed one after another (no padding, so no mask), and every linear
+//!   layer is one GEMM over all of them ([`kernel::gemm_par`](super::kernel)) in which each
+//!   output is one sequential FMA chain over its own input row;
+//! * attention runs per (text, head) over that text's tokens only, with the same kernel;
+//! * layer norms, softmax and pooling reduce within one row in a fixed order, and `exp`/`erf`
+//!   are polynomial evaluations with fused multiply-adds (no platform libm), so they give the
+//!   same bits on every machine.
+//!
+//! A batch is cut into chunks of at most [`BertEncoder::max_batch_tokens`] tokens (the bound
+//! on activation memory); by the invariance above the chunking never changes a vector. Texts
+//! longer than the model's limit are truncated to it.
 
 use super::RetrievalError;
 use super::encoder::{Encoder, TextKind};
-use candle_core::{DType, Device, Tensor};
-use candle_nn::VarBuilder;
-use candle_transformers::models::bert::{BertModel, Config};
+use super::kernel::{self, Isa};
+use super::transformer::{Config, Model, Tokens};
+use rayon::prelude::*;
 use sha2::{Digest, Sha256};
 use std::path::{Path, PathBuf};
 use tokenizers::Tokenizer;
@@ -34,14 +46,18 @@ pub enum Pooling {
     Cls,
 }
 
+/// Default bound on the tokens of one forward pass ([`BertEncoder::max_batch_tokens`]).
+pub const DEFAULT_MAX_BATCH_TOKENS: usize = 8192;
+
 /// A sentence-transformers BERT model loaded for inference on the CPU.
 pub struct BertEncoder {
     dir: PathBuf,
-    model: BertModel,
+    model: Model,
     tokenizer: Tokenizer,
-    dim: usize,
     pooling: Pooling,
     max_len: usize,
+    max_batch_tokens: usize,
+    isa: Isa,
     query_prefix: String,
     passage_prefix: String,
     identity: String,
@@ -51,9 +67,11 @@ impl std::fmt::Debug for BertEncoder {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("BertEncoder")
             .field("dir", &self.dir)
-            .field("dim", &self.dim)
+            .field("dim", &self.model.hidden)
+            .field("layers", &self.model.depth())
             .field("pooling", &self.pooling)
             .field("max_len", &self.max_len)
+            .field("max_batch_tokens", &self.max_batch_tokens)
             .field("query_prefix", &self.query_prefix)
             .field("passage_prefix", &self.passage_prefix)
             .finish_non_exhaustive()
@@ -126,15 +144,10 @@ impl BertEncoder {
             .map_err(|e| cfg_err(dir, format!("tokenizer truncation: {e}")))?;
 
         let weights = dir.join("model.safetensors");
-        let device = Device::Cpu;
-        // SAFETY: the weights file is memory-mapped read-only; rulegym never writes it while
-        // loaded (another process truncating it would be undefined behaviour, as for any mmap).
-        let vb = unsafe {
-            VarBuilder::from_mmaped_safetensors(std::slice::from_ref(&weights), DType::F32, &device)
-        }
-        .map_err(|e| cfg_err(dir, format!("model.safetensors: {e}")))?;
-        let model = BertModel::load(vb, &config)
-            .map_err(|e| cfg_err(dir, format!("loading BERT weights: {e}")))?;
+        let bytes = std::fs::read(&weights)
+            .map_err(|e| RetrievalError::Io(format!("read {}", weights.display()), e))?;
+        let model = Model::load(&bytes, &config)
+            .map_err(|e| cfg_err(dir, format!("model.safetensors: {e}")))?;
 
         let mut h = Sha256::new();
         for name in [
@@ -145,7 +158,9 @@ impl BertEncoder {
             "sentence_bert_config.json",
         ] {
             let p = dir.join(name);
-            if p.exists() {
+            if name == "model.safetensors" {
+                h.update(&bytes);
+            } else if p.exists() {
                 let mut f = std::fs::File::open(&p)
                     .map_err(|e| RetrievalError::Io(format!("open {}", p.display()), e))?;
                 std::io::copy(&mut f, &mut h)
@@ -157,8 +172,10 @@ impl BertEncoder {
         h.update([0]);
         h.update(passage_prefix.as_bytes());
         let digest = hex::encode(h.finalize());
+        // v2: rulegym's own batch-invariant forward pass (v1 was candle's, whose vectors differ
+        // in the last bits).
         let identity = format!(
-            "bert-v1:{}:dim={}:{:?}:max_len={max_len}:sha256={}",
+            "bert-v2:{}:dim={}:{:?}:max_len={max_len}:sha256={}",
             dir.file_name()
                 .map(|n| n.to_string_lossy().into_owned())
                 .unwrap_or_default(),
@@ -170,13 +187,28 @@ impl BertEncoder {
             dir: dir.to_path_buf(),
             model,
             tokenizer,
-            dim: config.hidden_size,
             pooling,
             max_len,
+            max_batch_tokens: DEFAULT_MAX_BATCH_TOKENS,
+            isa: kernel::detect(),
             query_prefix,
             passage_prefix,
             identity,
         })
+    }
+
+    /// Sets the bound on the tokens of one forward pass (at least the model's text length
+    /// limit): a larger batch is encoded in consecutive chunks, with the same vectors.
+    /// Activation memory is about `tokens x (6 x hidden + intermediate) x 4` bytes
+    /// (MiniLM: 15 KB per token, 120 MB at the default 8,192).
+    pub fn with_max_batch_tokens(mut self, tokens: usize) -> Self {
+        self.max_batch_tokens = tokens.max(self.max_len);
+        self
+    }
+
+    /// The bound on the tokens of one forward pass.
+    pub fn max_batch_tokens(&self) -> usize {
+        self.max_batch_tokens
     }
 
     /// `(query prefix, passage prefix)` for the model in `dir`.
@@ -234,53 +266,51 @@ impl BertEncoder {
         self.max_len
     }
 
-    fn encode_one(&self, text: &str, out: &mut [f32]) -> Result<(), RetrievalError> {
-        let err = |e: candle_core::Error| {
-            RetrievalError::Config(format!("BERT forward pass ({}): {e}", self.dir.display()))
-        };
-        let enc = self
-            .tokenizer
-            .encode(text, true)
-            .map_err(|e| RetrievalError::Format(format!("tokenizing {text:?}: {e}")))?;
-        let ids = enc.get_ids();
-        let mask = enc.get_attention_mask();
-        let n = ids.len();
-        if n == 0 {
+    /// Token ids and type ids of each text (with `prefix`), truncated to the model's limit.
+    fn tokenize(&self, texts: &[&str], prefix: &str) -> Result<Vec<Tokens>, RetrievalError> {
+        texts
+            .par_iter()
+            .map(|text| {
+                let enc = if prefix.is_empty() {
+                    self.tokenizer.encode(*text, true)
+                } else {
+                    self.tokenizer.encode(format!("{prefix}{text}"), true)
+                }
+                .map_err(|e| RetrievalError::Format(format!("tokenizing {text:?}: {e}")))?;
+                Ok(Tokens {
+                    ids: enc.get_ids().to_vec(),
+                    types: enc.get_type_ids().to_vec(),
+                })
+            })
+            .collect()
+    }
+
+    /// Pools and normalises the hidden states of one text into `out`.
+    fn pool(&self, hidden: &[f32], out: &mut [f32]) -> Result<(), RetrievalError> {
+        let dim = self.model.hidden;
+        let tokens = hidden.len() / dim;
+        if tokens == 0 {
             out.fill(0.0);
             return Ok(());
         }
-        let device = &self.model.device;
-        let input = Tensor::from_slice(ids, (1, n), device).map_err(err)?;
-        let types = Tensor::from_slice(enc.get_type_ids(), (1, n), device).map_err(err)?;
-        let mask_t = Tensor::from_slice(mask, (1, n), device).map_err(err)?;
-        let hidden = self
-            .model
-            .forward(&input, &types, Some(&mask_t))
-            .map_err(err)?;
-        let hidden: Vec<Vec<f32>> = hidden.squeeze(0).map_err(err)?.to_vec2().map_err(err)?;
-        out.fill(0.0);
         match self.pooling {
-            Pooling::Cls => out.copy_from_slice(&hidden[0][..self.dim]),
+            Pooling::Cls => out.copy_from_slice(&hidden[..dim]),
             Pooling::Mean => {
-                let mut acc = vec![0f64; self.dim];
-                let mut count = 0f64;
-                for (row, &m) in hidden.iter().zip(mask) {
-                    if m != 0 {
-                        count += 1.0;
-                        for (a, &x) in acc.iter_mut().zip(row) {
-                            *a += x as f64;
-                        }
+                let mut acc = vec![0f64; dim];
+                for row in hidden.chunks_exact(dim) {
+                    for (a, &x) in acc.iter_mut().zip(row) {
+                        *a += x as f64;
                     }
                 }
-                let count = count.max(1.0);
                 for (o, a) in out.iter_mut().zip(&acc) {
-                    *o = (*a / count) as f32;
+                    *o = (*a / tokens as f64) as f32;
                 }
             }
         }
         if out.iter().any(|x| !x.is_finite()) {
             return Err(RetrievalError::NonFinite(format!(
-                "BERT embedding of {text:?}"
+                "BERT embedding ({})",
+                self.dir.display()
             )));
         }
         let norm = super::l2_norm(out);
@@ -291,6 +321,48 @@ impl BertEncoder {
         }
         Ok(())
     }
+
+    /// [`Encoder::encode`] with the kernels of `isa` (every instruction set gives the same bits;
+    /// this exists so that tests can check it). `isa` must be supported by this CPU: one that
+    /// is not is replaced by the portable kernels.
+    pub fn encode_with_isa(
+        &self,
+        texts: &[&str],
+        kind: TextKind,
+        isa: Isa,
+    ) -> Result<Vec<f32>, RetrievalError> {
+        let isa = if kernel::supported(isa) {
+            isa
+        } else {
+            Isa::Portable
+        };
+        let dim = self.model.hidden;
+        let tokens = self.tokenize(texts, self.prefix(kind))?;
+        let mut out = vec![0f32; texts.len() * dim];
+        let mut start = 0;
+        while start < tokens.len() {
+            let mut end = start;
+            let mut total = 0;
+            while end < tokens.len()
+                && (end == start || total + tokens[end].ids.len() <= self.max_batch_tokens)
+            {
+                total += tokens[end].ids.len();
+                end += 1;
+            }
+            let hidden = self.model.forward(isa, &tokens[start..end]);
+            let mut row = 0;
+            for (t, o) in tokens[start..end]
+                .iter()
+                .zip(out[start * dim..end * dim].chunks_exact_mut(dim))
+            {
+                let n = t.ids.len();
+                self.pool(&hidden[row * dim..(row + n) * dim], o)?;
+                row += n;
+            }
+            start = end;
+        }
+        Ok(out)
+    }
 }
 
 impl Encoder for BertEncoder {
@@ -299,19 +371,10 @@ impl Encoder for BertEncoder {
     }
 
     fn dim(&self) -> usize {
-        self.dim
+        self.model.hidden
     }
 
     fn encode(&self, texts: &[&str], kind: TextKind) -> Result<Vec<f32>, RetrievalError> {
-        let prefix = self.prefix(kind);
-        let mut out = vec![0f32; texts.len() * self.dim];
-        for (text, row) in texts.iter().zip(out.chunks_exact_mut(self.dim)) {
-            if prefix.is_empty() {
-                self.encode_one(text, row)?;
-            } else {
-                self.encode_one(&format!("{prefix}{text}"), row)?;
-            }
-        }
-        Ok(out)
+        self.encode_with_isa(texts, kind, self.isa)
     }
 }

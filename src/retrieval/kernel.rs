@@ -55,6 +55,15 @@ pub fn detect() -> Isa {
     })
 }
 
+/// Whether this CPU can run the kernels of `isa`.
+pub fn supported(isa: Isa) -> bool {
+    match isa {
+        Isa::Portable => true,
+        Isa::Avx2 => detect() != Isa::Portable,
+        Isa::Avx512 => detect() == Isa::Avx512,
+    }
+}
+
 /// Packs row-major `n x dim` data into transposed blocks of 16 rows (the last block padded
 /// with zero rows).
 pub fn pack(data: &[f32], dim: usize) -> Vec<f32> {
@@ -108,6 +117,126 @@ pub fn tile(
             unsafe { x86::tile_avx2_dispatch(queries.as_ptr(), mq, blocks.as_ptr(), nb, dim, out) }
         }
         _ => portable_tile(queries, mq, blocks, nb, dim, out),
+    }
+}
+
+/// Rows of `x` multiplied into packed rows, written row-major: `out[i * n + j]` is
+/// [`dot_canonical`]`(x[i], row j)` for the `m` rows of `x` (row-major, `k` values each) and the
+/// `n` rows packed in `packed` ([`pack`] of an `n x k` matrix). This is a GEMM `x * W^T` (a
+/// linear layer's weights `W` are `n x k`), and every output is one sequential FMA chain, so an
+/// output row depends on its input row only: not on the other rows, their number, the thread
+/// count or the instruction set. Runs on one thread; [`gemm_par`] splits the work over rayon.
+pub fn gemm(isa: Isa, x: &[f32], m: usize, k: usize, packed: &[f32], n: usize) -> Vec<f32> {
+    let mut out = vec![0f32; m * n];
+    gemm_into(
+        isa,
+        x,
+        k,
+        0..m,
+        packed,
+        0..n.div_ceil(BLOCK),
+        n,
+        &mut out,
+        n,
+    );
+    out
+}
+
+/// [`gemm`] over rayon's pool: row chunks, and column ranges when there are too few rows to
+/// keep every thread busy. The same bits as [`gemm`] (each output is computed the same way).
+pub fn gemm_par(isa: Isa, x: &[f32], m: usize, k: usize, packed: &[f32], n: usize) -> Vec<f32> {
+    use rayon::prelude::*;
+    const ROWS: usize = 64;
+    let threads = rayon::current_num_threads();
+    let blocks = n.div_ceil(BLOCK);
+    if threads == 1 || m.saturating_mul(n).saturating_mul(k) < 1 << 20 {
+        return gemm(isa, x, m, k, packed, n);
+    }
+    let mut out = vec![0f32; m * n];
+    let row_chunks = m.div_ceil(ROWS);
+    if row_chunks >= 2 * threads {
+        out.par_chunks_mut(ROWS * n)
+            .enumerate()
+            .for_each(|(c, dst)| {
+                let r0 = c * ROWS;
+                let rows = dst.len() / n;
+                gemm_into(isa, x, k, r0..r0 + rows, packed, 0..blocks, n, dst, n);
+            });
+        return out;
+    }
+    let parts = (2 * threads).div_ceil(row_chunks).clamp(1, blocks);
+    let per = blocks.div_ceil(parts);
+    let tiles: Vec<(usize, usize, usize, Vec<f32>)> = (0..row_chunks * parts)
+        .into_par_iter()
+        .map(|job| {
+            let (c, p) = (job / parts, job % parts);
+            let (r0, r1) = (c * ROWS, ((c + 1) * ROWS).min(m));
+            let (b0, b1) = ((p * per).min(blocks), ((p + 1) * per).min(blocks));
+            let width = (b1 * BLOCK).min(n) - (b0 * BLOCK).min(n);
+            let mut dst = vec![0f32; (r1 - r0) * width];
+            gemm_into(isa, x, k, r0..r1, packed, b0..b1, n, &mut dst, width);
+            (r0, b0 * BLOCK, width, dst)
+        })
+        .collect();
+    for (r0, c0, width, dst) in tiles {
+        if width == 0 {
+            continue;
+        }
+        for (i, row) in dst.chunks_exact(width).enumerate() {
+            out[(r0 + i) * n + c0..][..width].copy_from_slice(row);
+        }
+    }
+    out
+}
+
+/// Computes rows `rows` of `x` against packed blocks `blocks` into `dst` (row stride `ld`,
+/// column 0 of `dst` = column `blocks.start * 16` of the product; columns past `n` are left out).
+#[allow(clippy::too_many_arguments)]
+fn gemm_into(
+    isa: Isa,
+    x: &[f32],
+    k: usize,
+    rows: std::ops::Range<usize>,
+    packed: &[f32],
+    blocks: std::ops::Range<usize>,
+    n: usize,
+    dst: &mut [f32],
+    ld: usize,
+) {
+    let blk = k * BLOCK;
+    let (tq, tb) = isa.tile();
+    // Blocks per pass over the rows: ~256 KB of weights, L2-resident while the rows stream by.
+    let per_pass = ((256 << 10) / (blk * 4).max(1)).max(tb);
+    let mut acc = [[0f32; 3 * BLOCK]; 8];
+    let mut c0 = blocks.start;
+    while c0 < blocks.end {
+        let c1 = (c0 + per_pass).min(blocks.end);
+        let mut i = rows.start;
+        while i < rows.end {
+            let mq = (rows.end - i).min(tq);
+            let mut b = c0;
+            while b < c1 {
+                let nb = (c1 - b).min(tb);
+                tile(
+                    isa,
+                    &x[i * k..(i + mq) * k],
+                    mq,
+                    &packed[b * blk..(b + nb) * blk],
+                    nb,
+                    k,
+                    &mut acc,
+                );
+                let col = b * BLOCK;
+                let cols = n.saturating_sub(col).min(nb * BLOCK);
+                let at = col - blocks.start * BLOCK;
+                for (q, scores) in acc.iter().enumerate().take(mq) {
+                    dst[(i - rows.start + q) * ld + at..][..cols].copy_from_slice(&scores[..cols]);
+                }
+                b += nb;
+            }
+            i += mq;
+        }
+        c0 = c1;
     }
 }
 
@@ -354,6 +483,65 @@ mod tests {
                             assert_eq!(out[qi][r].to_bits(), want.to_bits(), "{isa:?} {mq}x{nb}");
                         }
                     }
+                }
+            }
+        }
+    }
+
+    fn isas() -> Vec<Isa> {
+        let mut isas = vec![Isa::Portable];
+        #[cfg(target_arch = "x86_64")]
+        {
+            if std::arch::is_x86_feature_detected!("avx2")
+                && std::arch::is_x86_feature_detected!("fma")
+            {
+                isas.push(Isa::Avx2);
+            }
+            if std::arch::is_x86_feature_detected!("avx512f") {
+                isas.push(Isa::Avx512);
+            }
+        }
+        isas
+    }
+
+    #[test]
+    fn gemm_is_the_canonical_dot_for_every_shape_isa_and_thread_count() {
+        for (m, k, n) in [
+            (1, 5, 1),
+            (3, 37, 17),
+            (9, 64, 50),
+            (200, 64, 200),
+            (20, 300, 401),
+            (70, 33, 100),
+            (300, 40, 20),
+            (5, 96, 600),
+        ] {
+            let x = pseudo(m * k, m as u32);
+            let w = pseudo(n * k, n as u32 + 7);
+            let packed = pack(&w, k);
+            let want: Vec<u32> = (0..m * n)
+                .map(|e| {
+                    let (i, j) = (e / n, e % n);
+                    dot_canonical(&x[i * k..(i + 1) * k], &w[j * k..(j + 1) * k]).to_bits()
+                })
+                .collect();
+            for isa in isas() {
+                let got: Vec<u32> = gemm(isa, &x, m, k, &packed, n)
+                    .iter()
+                    .map(|v| v.to_bits())
+                    .collect();
+                assert_eq!(got, want, "{isa:?} {m}x{k}x{n}");
+                for threads in [1, 2, 3] {
+                    let pool = rayon::ThreadPoolBuilder::new()
+                        .num_threads(threads)
+                        .build()
+                        .unwrap();
+                    let got: Vec<u32> = pool
+                        .install(|| gemm_par(isa, &x, m, k, &packed, n))
+                        .iter()
+                        .map(|v| v.to_bits())
+                        .collect();
+                    assert_eq!(got, want, "{isa:?} {m}x{k}x{n} on {threads} threads");
                 }
             }
         }

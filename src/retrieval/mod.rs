@@ -16,12 +16,16 @@ pub mod server;
 #[cfg(feature = "testkit")]
 pub mod synthetic;
 pub(crate) mod topk;
+#[cfg(feature = "bert")]
+pub(crate) mod transformer;
 
 pub use docs::Document;
 pub(crate) use docs::TitleLookup;
 pub use encoder::{BuiltinConfig, BuiltinEncoder, Encoder, TextKind};
 pub use flat::{FlatIndex, RankChecker};
 pub use index_file::{EncoderChoice, IndexKind, SearchIndex};
+/// The instruction set of the CPU kernels (every one gives the same bits).
+pub use kernel::Isa;
 /// The canonical score of a query and a row, the one every fast path equals bit for bit.
 pub use kernel::dot_canonical;
 pub use topk::Hit;
