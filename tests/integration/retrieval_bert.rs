@@ -281,3 +281,66 @@ fn minilm_recall_on_phantomwiki_fixture() {
     );
     assert!(r3 >= 0.5, "recall@3 {r3}");
 }
+
+/// A text's vector is the same bits alone and in any batch: random batches (sizes 2-40 drawn
+/// from a pool of short, long and truncated texts, in random order, with duplicates), on 1 and
+/// 2 threads, with every instruction set this CPU has, and with a token bound that cuts the
+/// batch into several forward passes.
+#[test]
+fn minilm_vectors_do_not_depend_on_the_batch_threads_or_instruction_set() {
+    use rand::{Rng, SeedableRng};
+    use rulegym::retrieval::Isa;
+    let Some(dir) = minilm("MiniLM batch invariance") else {
+        return;
+    };
+    let enc = BertEncoder::load(&dir).unwrap();
+    let (docs, named) = synthetic::corpus(40, 11);
+    let long = format!("{} ", docs[0].contents).repeat(12);
+    let mut pool: Vec<String> = named.iter().take(30).map(|q| q.query.clone()).collect();
+    pool.extend(docs.iter().take(8).map(|d| d.contents.clone()));
+    pool.extend(["", " ", "x", "Ünïcödé ☃ 名前", long.as_str()].map(String::from));
+    let alone: Vec<Vec<f32>> = pool
+        .iter()
+        .map(|t| enc.encode(&[t.as_str()], TextKind::Query).unwrap())
+        .collect();
+    // A text over the model's limit is truncated to it (the same vector as its first 256 tokens
+    // would give is not checked here; that it is finite, unit-norm and batch-invariant is).
+    let v = alone.last().unwrap();
+    let norm: f32 = v.iter().map(|x| x * x).sum::<f32>().sqrt();
+    assert!((norm - 1.0).abs() < 1e-5);
+    let small_bound = BertEncoder::load(&dir).unwrap().with_max_batch_tokens(300);
+    assert_eq!(small_bound.max_batch_tokens(), 300);
+    let mut rng = rand::rngs::StdRng::seed_from_u64(44);
+    for round in 0..9 {
+        let isa = [Isa::Avx512, Isa::Avx2, Isa::Portable][round % 3];
+        // The portable kernels call libm's fmaf (correct but slow): small batches there.
+        let size = rng.random_range(2..=if isa == Isa::Portable { 5 } else { 40 });
+        let pick: Vec<usize> = (0..size).map(|_| rng.random_range(0..pool.len())).collect();
+        let texts: Vec<&str> = pick.iter().map(|&i| pool[i].as_str()).collect();
+        let threads = 1 + round % 2;
+        let tp = rayon::ThreadPoolBuilder::new()
+            .num_threads(threads)
+            .build()
+            .unwrap();
+        let (batched, chunked) = tp.install(|| {
+            (
+                enc.encode_with_isa(&texts, TextKind::Query, isa).unwrap(),
+                small_bound.encode(&texts, TextKind::Query).unwrap(),
+            )
+        });
+        for (j, &i) in pick.iter().enumerate() {
+            let row = &batched[j * 384..(j + 1) * 384];
+            assert!(
+                row.iter()
+                    .zip(&alone[i])
+                    .all(|(a, b)| a.to_bits() == b.to_bits()),
+                "round {round}: text {i} differs in a batch of {size} ({isa:?}, {threads} threads)"
+            );
+            assert_eq!(
+                &chunked[j * 384..(j + 1) * 384],
+                &alone[i][..],
+                "token-bound chunks"
+            );
+        }
+    }
+}
