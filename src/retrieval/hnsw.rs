@@ -1,26 +1,32 @@
-//! Approximate inner-product search with an HNSW graph (feature `hnsw`, crate `hnsw_rs`).
+//! Approximate inner-product search with an HNSW graph (feature `hnsw`), built and searched
+//! by rulegym's own code.
 //!
 //! [`HnswParams`] and [`recall_at_k`] are always available (index files record the
 //! parameters); the graph itself needs the feature.
 //!
-//! * **Distance**: [`InnerProductDistance`] is `1 - <a, b>` clamped into `[0, 2]` (and 2 for a
-//!   NaN, which validated inputs cannot produce), computed with a vectorised dot product
-//!   (16 independent lanes; AVX2+FMA when the CPU has it). hnsw_rs's own `DistDot` asserts
-//!   `0 <= 1 - <a, b>` and panics when rounding pushes the dot product of two unit vectors
-//!   above 1; the clamp makes that impossible here. The graph therefore needs unit (or zero)
-//!   vectors, which every rulegym encoder produces; [`HnswIndex::new`] rejects others.
-//! * **Parameters** ([`HnswParams`]) are validated: hnsw_rs calls `std::process::exit(1)` for
-//!   `m > 256`, so that and other out-of-range values come back as errors.
-//! * **Results**: the graph proposes `max(ef, k)` candidates; they are re-scored with the exact
+//! * **Distance**: `-<a, b>` with a vectorised dot product ([`dot`]: 16 independent lanes,
+//!   AVX+FMA when the CPU has it), so the graph needs unit (or zero) vectors, which every
+//!   rulegym encoder produces; [`HnswIndex::new`] rejects others. [`InnerProductDistance`]
+//!   is the same order as `1 - <a, b>` clamped into `[0, 2]`.
+//! * **Parameters** ([`HnswParams`]) are validated: out-of-range values are errors.
+//! * **Build** (module `build`): Malkov & Yashunin's insertion with the neighbour-selection
+//!   heuristic for the new node's lists and for the reverse updates (a full list is re-pruned
+//!   by the heuristic, not truncated), `M` neighbours per upper layer, `2M` on layer 0.
+//! * **Search** (module `graph`): the layers are flat `u32` adjacency arrays (CSR); a query
+//!   descends greedily from the entry point through the upper layers, then runs a best-first
+//!   search of width `max(ef, k)` on layer 0 with per-thread reusable scratch (a
+//!   generation-stamped visited array, two heaps of `(distance, id)` keys), the next
+//!   neighbour's row prefetched: no hash sets, locks or allocations per visited node.
+//! * **Results**: the `k` nearest nodes the walk found are re-scored with the exact
 //!   canonical dot product (the flat index's score, bit for bit) and ranked by score, then
-//!   lowest index, so a returned list is always correctly ordered; only membership is
-//!   approximate (measure it with [`recall_at_k`]).
-//! * **Determinism**: hnsw_rs draws node levels from a fixed seed, so a sequential build
-//!   (`parallel: false`) gives the same graph on every run. The default parallel build inserts
-//!   on rayon's pool: which thread draws which level and the order of concurrent neighbour-list
-//!   updates depend on scheduling, so the graph — and hence which approximate neighbours a
-//!   query gets — can differ between runs (recall stays statistically the same). Searching a
-//!   given graph is deterministic.
+//!   lowest index, so a returned list is always correctly ordered with exact scores; only
+//!   membership is approximate (measure it with [`recall_at_k`]).
+//! * **Determinism**: node levels come from a hash of the row number and every comparison
+//!   orders `(distance, node id)`, so a sequential build (`parallel: false`) gives the same
+//!   graph on every run, and searching a given graph is deterministic. The default parallel
+//!   build inserts on rayon's pool, one lock per node's neighbour lists; the order of
+//!   concurrent updates depends on scheduling, so the graph — and hence which approximate
+//!   neighbours a query gets — can differ between runs (recall stays statistically the same).
 
 use super::RetrievalError;
 #[cfg(feature = "hnsw")]
@@ -30,15 +36,15 @@ use super::kernel::dot_canonical;
 use super::topk::Hit;
 #[cfg(feature = "hnsw")]
 use super::topk::rank_order;
+
 #[cfg(feature = "hnsw")]
-use hnsw_rs::prelude::{Distance, Hnsw};
+mod build;
+#[cfg(feature = "hnsw")]
+mod graph;
 use serde::{Deserialize, Serialize};
 
-/// Largest `m` hnsw_rs accepts (it exits the process above this).
+/// Largest `m` accepted.
 pub const MAX_M: usize = 256;
-/// Most layers hnsw_rs builds.
-#[cfg(feature = "hnsw")]
-const MAX_LAYERS: usize = 16;
 
 /// HNSW build and search parameters.
 #[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
@@ -69,7 +75,7 @@ impl HnswParams {
     pub fn validate(&self) -> Result<(), RetrievalError> {
         if !(2..=MAX_M).contains(&self.m) {
             return Err(RetrievalError::Config(format!(
-                "HNSW m = {} outside 2..={MAX_M} (hnsw_rs would exit the process above {MAX_M})",
+                "HNSW m = {} outside 2..={MAX_M}",
                 self.m
             )));
         }
@@ -96,8 +102,9 @@ impl HnswParams {
 pub struct InnerProductDistance;
 
 #[cfg(feature = "hnsw")]
-impl Distance<f32> for InnerProductDistance {
-    fn eval(&self, va: &[f32], vb: &[f32]) -> f32 {
+impl InnerProductDistance {
+    /// `1 - <va, vb>` (vectorised [`dot`]), clamped into `[0, 2]`, 2 for a NaN.
+    pub fn eval(&self, va: &[f32], vb: &[f32]) -> f32 {
         let d = 1.0 - dot(va, vb);
         if d.is_nan() { 2.0 } else { d.clamp(0.0, 2.0) }
     }
@@ -129,38 +136,86 @@ fn dot_lanes(a: &[f32], b: &[f32]) -> f32 {
 }
 
 #[cfg(all(feature = "hnsw", target_arch = "x86_64"))]
-#[target_feature(enable = "avx2,fma")]
-fn dot_avx2(a: &[f32], b: &[f32]) -> f32 {
+#[target_feature(enable = "avx,fma")]
+fn dot_avx_fma(a: &[f32], b: &[f32]) -> f32 {
     dot_lanes(a, b)
 }
 
 #[cfg(feature = "hnsw")]
-/// Vectorised dot product (AVX2+FMA when available, else the portable 16-lane loop; both
-/// give identical results since they perform the same fused operations in the same order).
-pub fn dot(a: &[f32], b: &[f32]) -> f32 {
+/// Whether this CPU has 256-bit AVX and FMA (detected once).
+fn has_avx_fma() -> bool {
     #[cfg(target_arch = "x86_64")]
     {
         use std::sync::OnceLock;
-        static AVX2: OnceLock<bool> = OnceLock::new();
-        if *AVX2.get_or_init(|| {
-            std::arch::is_x86_feature_detected!("avx2")
-                && std::arch::is_x86_feature_detected!("fma")
-        }) {
-            // SAFETY: the CPU supports AVX2 and FMA (checked above).
-            return unsafe { dot_avx2(a, b) };
-        }
+        static AVX_FMA: OnceLock<bool> = OnceLock::new();
+        *AVX_FMA.get_or_init(|| {
+            std::arch::is_x86_feature_detected!("avx") && std::arch::is_x86_feature_detected!("fma")
+        })
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    false
+}
+
+#[cfg(feature = "hnsw")]
+/// Vectorised dot product (AVX+FMA when available, else the portable 16-lane loop; both
+/// give identical results since they perform the same fused operations in the same order).
+pub fn dot(a: &[f32], b: &[f32]) -> f32 {
+    #[cfg(target_arch = "x86_64")]
+    if has_avx_fma() {
+        // SAFETY: the CPU supports AVX and FMA (checked above).
+        return unsafe { dot_avx_fma(a, b) };
     }
     dot_lanes(a, b)
 }
 
+#[cfg(all(feature = "hnsw", target_arch = "x86_64"))]
+#[target_feature(enable = "fma")]
+fn dot_canonical_fma(q: &[f32], x: &[f32]) -> f32 {
+    q.iter().zip(x).fold(0f32, |acc, (a, b)| a.mul_add(*b, acc))
+}
+
+#[cfg(feature = "hnsw")]
+/// [`dot_canonical`], with the hardware FMA instruction when the CPU has it (the same
+/// correctly rounded operations in the same order, so the same bits; without it each
+/// `mul_add` is a libm call).
+fn canonical(q: &[f32], x: &[f32]) -> f32 {
+    #[cfg(target_arch = "x86_64")]
+    if has_avx_fma() {
+        // SAFETY: the CPU supports FMA (checked above).
+        return unsafe { dot_canonical_fma(q, x) };
+    }
+    dot_canonical(q, x)
+}
+
+#[cfg(feature = "hnsw")]
+/// Asks the CPU to start loading `row` into cache (a hint; no effect on results).
+#[inline(always)]
+fn prefetch_row(row: &[f32]) {
+    #[cfg(target_arch = "x86_64")]
+    for line in row.chunks(16) {
+        // SAFETY: prefetching is a hint that never faults; the pointer is in bounds.
+        unsafe {
+            std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(
+                line.as_ptr().cast(),
+            )
+        };
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = row;
+}
+
 #[cfg(feature = "hnsw")]
 /// An HNSW graph over unit vectors, with its own copy of the rows for exact re-scoring.
+///
+/// The graph lives in flat adjacency arrays of `u32` row numbers, which the search walks
+/// with per-thread reusable scratch: no hash sets, locks, reference counts or allocations
+/// per visited node.
 pub struct HnswIndex {
     params: HnswParams,
     dim: usize,
     len: usize,
     rows: Vec<f32>,
-    graph: Hnsw<'static, f32, InnerProductDistance>,
+    graph: graph::Graph,
 }
 
 #[cfg(feature = "hnsw")]
@@ -170,20 +225,23 @@ impl std::fmt::Debug for HnswIndex {
             .field("params", &self.params)
             .field("dim", &self.dim)
             .field("len", &self.len)
+            .field("layers", &(self.graph.upper.len() + 1))
             .finish_non_exhaustive()
     }
 }
 
 #[cfg(feature = "hnsw")]
 impl HnswIndex {
-    /// Builds the graph over `data` (row-major, `dim` values per row). Rows must be finite and
-    /// of unit norm (within 1e-3) or exactly zero; parameters are validated first.
-    pub fn new(dim: usize, data: &[f32], params: HnswParams) -> Result<Self, RetrievalError> {
+    /// Checks parameters and rows (finite, unit norm within 1e-3 or exactly zero); returns
+    /// the row count.
+    fn check(dim: usize, data: &[f32], params: &HnswParams) -> Result<usize, RetrievalError> {
         params.validate()?;
         validate_vectors(data, dim, "row")?;
         let len = data.len() / dim;
-        if len > u32::MAX as usize {
-            return Err(RetrievalError::Shape(format!("{len} rows exceed u32::MAX")));
+        if len >= u32::MAX as usize {
+            return Err(RetrievalError::Shape(format!(
+                "{len} rows exceed u32::MAX - 1"
+            )));
         }
         for (i, v) in data.chunks_exact(dim).enumerate() {
             let norm = super::l2_norm(v);
@@ -193,21 +251,51 @@ impl HnswIndex {
                 )));
             }
         }
-        let graph = Hnsw::new(
+        Ok(len)
+    }
+
+    /// Builds the graph over `data` (row-major, `dim` values per row). Rows must be finite and
+    /// of unit norm (within 1e-3) or exactly zero; parameters are validated first.
+    pub fn new(dim: usize, data: &[f32], params: HnswParams) -> Result<Self, RetrievalError> {
+        let len = Self::check(dim, data, &params)?;
+        let row = |i: u32| &data[i as usize * dim..(i as usize + 1) * dim];
+        let graph = build::build(
+            len,
             params.m,
-            len.max(1),
-            MAX_LAYERS,
             params.ef_construction,
-            InnerProductDistance,
+            params.parallel,
+            &|a, b| -dot(row(a), row(b)),
         );
-        let items: Vec<(&[f32], usize)> = data.chunks_exact(dim).zip(0..).collect();
-        if params.parallel {
-            graph.parallel_insert_slice(&items);
-        } else {
-            for item in items {
-                graph.insert_slice(item);
-            }
-        }
+        Ok(HnswIndex {
+            params,
+            dim,
+            len,
+            rows: data.to_vec(),
+            graph,
+        })
+    }
+
+    /// Writes the graph (not the rows or parameters) in rulegym's own binary layout, to be
+    /// read back by [`with_graph`](Self::with_graph) over the same rows.
+    pub fn write_graph(&self, w: &mut dyn std::io::Write) -> Result<(), RetrievalError> {
+        self.graph
+            .write(w)
+            .map_err(|e| RetrievalError::Io("writing HNSW graph".into(), e))
+    }
+
+    /// An index over `data` with a graph written by [`write_graph`](Self::write_graph) (no
+    /// build). Rows and parameters are validated as in [`new`](Self::new), and the graph's
+    /// node ids and offsets are checked against the row count; a malformed graph is a
+    /// [`RetrievalError::Format`] (a graph written for other rows of the same count is not
+    /// detected: it only lowers recall, never the exactness of returned scores).
+    pub fn with_graph(
+        dim: usize,
+        data: &[f32],
+        params: HnswParams,
+        graph: &mut dyn std::io::Read,
+    ) -> Result<Self, RetrievalError> {
+        let len = Self::check(dim, data, &params)?;
+        let graph = graph::Graph::read(graph, len)?;
         Ok(HnswIndex {
             params,
             dim,
@@ -262,28 +350,31 @@ impl HnswIndex {
         use rayon::prelude::*;
         Ok(queries
             .par_chunks_exact(self.dim)
-            .map(|q| {
-                if self.len == 0 {
-                    return Vec::new();
-                }
-                let found = self.graph.search(q, k, ef.max(k));
-                let mut hits: Vec<Hit> = found
-                    .iter()
-                    .filter(|n| n.d_id < self.len)
-                    .map(|n| {
-                        let row = &self.rows[n.d_id * self.dim..(n.d_id + 1) * self.dim];
-                        Hit {
-                            index: n.d_id as u32,
-                            score: dot_canonical(q, row),
-                        }
-                    })
-                    .collect();
-                hits.sort_by(rank_order);
-                hits.dedup_by_key(|h| h.index);
-                hits.truncate(k);
-                hits
-            })
+            .map(|q| self.search_one(q, k, ef.max(k)))
             .collect())
+    }
+
+    fn row(&self, i: u32) -> &[f32] {
+        let i = i as usize;
+        &self.rows[i * self.dim..(i + 1) * self.dim]
+    }
+
+    /// One query: graph search with the fast dot product (it only steers the walk), then the
+    /// `k` nearest found re-scored with the canonical dot product and ranked.
+    fn search_one(&self, q: &[f32], k: usize, ef: usize) -> Vec<Hit> {
+        let found = self
+            .graph
+            .search(ef, |j| -dot(q, self.row(j)), |j| prefetch_row(self.row(j)));
+        let mut hits: Vec<Hit> = found
+            .iter()
+            .take(k)
+            .map(|&(_, j)| Hit {
+                index: j,
+                score: canonical(q, self.row(j)),
+            })
+            .collect();
+        hits.sort_by(rank_order);
+        hits
     }
 }
 
@@ -324,6 +415,11 @@ mod tests {
         let w: Vec<f32> = (0..37).map(|i| (i as f32 * 0.11).cos()).collect();
         assert!((dot(&v, &w) - dot_canonical(&v, &w)).abs() < 1e-5);
         assert_eq!(dot(&v, &w), dot_lanes(&v, &w));
+        for n in [0, 1, 7, 37, 384] {
+            let v: Vec<f32> = (0..n).map(|i| (i as f32 * 0.37).sin()).collect();
+            let w: Vec<f32> = (0..n).map(|i| (i as f32 * 0.11).cos()).collect();
+            assert_eq!(canonical(&v, &w).to_bits(), dot_canonical(&v, &w).to_bits());
+        }
     }
 
     #[test]
