@@ -1,9 +1,11 @@
 //! HNSW build/query time and recall@10 against the exact flat index (feature `hnsw`), on
 //! clustered unit vectors; optionally writes the vectors for the usearch peer script.
 //!
-//! cargo run --release --features hnsw --example hnsw_bench -- N DIM QUERIES [OUT_DIR]
+//! cargo run --release --features hnsw,testkit --example hnsw_bench -- N DIM QUERIES [OUT_DIR [ROUNDS]]
 //!
-//! Prints one line per search width `ef` (threads: rayon's default pool).
+//! Prints one line per search width `ef` and round (threads: rayon's default pool). With
+//! `OUT_DIR`, the built graph is saved there (`rulegym-graph-N-DIM.bin`) and reused by the
+//! next run instead of rebuilding (delete it, or set `HNSW_BENCH_REBUILD=1`, to rebuild).
 
 use rulegym::retrieval::hnsw::{HnswIndex, HnswParams, recall_at_k};
 use rulegym::retrieval::{FlatIndex, synthetic};
@@ -26,8 +28,25 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let exact = flat.search(&queries, 10)?;
     let flat_s = t.elapsed().as_secs_f64();
     let params = HnswParams::default();
+    let cache = args
+        .get(4)
+        .map(|out| std::path::PathBuf::from(format!("{out}/rulegym-graph-{n}-{dim}.bin")));
+    let rebuild = std::env::var_os("HNSW_BENCH_REBUILD").is_some();
     let t = Instant::now();
-    let index = HnswIndex::new(dim, &data, params)?;
+    let (index, built) = match &cache {
+        Some(path) if path.exists() && !rebuild => {
+            let mut r = std::io::BufReader::new(std::fs::File::open(path)?);
+            (HnswIndex::with_graph(dim, &data, params, &mut r)?, false)
+        }
+        _ => {
+            let index = HnswIndex::new(dim, &data, params)?;
+            if let Some(path) = &cache {
+                let mut w = std::io::BufWriter::new(std::fs::File::create(path)?);
+                index.write_graph(&mut w)?;
+            }
+            (index, true)
+        }
+    };
     let build_s = t.elapsed().as_secs_f64();
     println!(
         "n={n} dim={dim} queries={m} clusters={clusters} noise={noise:.4} threads={} m={} ef_construction={}",
@@ -36,11 +55,16 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         params.ef_construction
     );
     println!("flat exact: {:.1} queries/s (batch {m})", m as f64 / flat_s);
-    println!(
-        "hnsw build: {build_s:.2} s ({:.0} vectors/s)",
-        n as f64 / build_s
-    );
-    for ef in [16, 32, 64, 128, 256] {
+    if built {
+        println!(
+            "hnsw build: {build_s:.2} s ({:.0} vectors/s)",
+            n as f64 / build_s
+        );
+    } else {
+        println!("hnsw graph loaded from the cache in {build_s:.2} s (not rebuilt)");
+    }
+    let rounds = arg(5, 1);
+    for ef in (0..rounds).flat_map(|_| [16, 32, 64, 128, 256]) {
         // one query at a time on the pool, as the library searches a batch
         let t = Instant::now();
         let approx = index.search_ef(&queries, 10, ef)?;
