@@ -127,7 +127,7 @@ fn hnsw_index_file_round_trip_and_cli() {
     let found = synthetic::targets_found(&named, &hits);
     assert!(found >= 95, "{found}/100 anchors in the HNSW top-3");
 
-    // CLI: --kind hnsw builds; m > 256 is an error message, not hnsw_rs's process exit.
+    // CLI: --kind hnsw builds; m > 256 is an error message, not a process exit.
     let jsonl = dir.path().join("c.jsonl");
     let lines: Vec<String> = corpus
         .iter()
