@@ -39,7 +39,11 @@ Signatures:
 from __future__ import annotations
 
 import functools
+import json
+import math
+import re
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Callable, List, Optional, Sequence
 
 from ._rulegym import audit_rewards as _audit_rewards
@@ -57,6 +61,7 @@ from ._rulegym import (
 __all__ = [
     "RewardAudit",
     "audit_rewards",
+    "audit_trl_completions",
     "Case",
     "CaseSource",
     "PROPERTIES",
@@ -245,8 +250,6 @@ def audit_rewards(rollouts, dataset=None, tolerance: float = 1e-6) -> dict:
     ``overpaid`` (reward paid beyond the exact one), ``by_property`` (divergences grouped by the
     property they break, with counts and examples) and ``errors`` (rollouts that could not be
     audited, by position, 1-based)."""
-    import json
-
     lines = [r if isinstance(r, str) else json.dumps(r) for r in rollouts]
     return _audit_rewards(lines, None if dataset is None else str(dataset), tolerance)
 
@@ -292,3 +295,248 @@ class RewardAudit:
             raise RuntimeError(f"step {self.steps}: {report['diverge']} rewards diverge from "
                                f"rulegym's exact reward: {classes}")
         return report
+
+
+#: Columns of TRL's completions table that are not reward columns: TRL's own (``step``,
+#: ``prompt``, ``completion``, ``advantage``) and the gold columns the audit reads when a reward
+#: function logs them with ``log_extra`` (``id``, ``question``, ``answers``).
+TRL_COLUMNS = ("step", "prompt", "completion", "advantage")
+GOLD_COLUMNS = ("id", "question", "answers")
+
+_TRL_FILE = re.compile(r"completions_(\d+)\.parquet$")
+
+
+def _trl_files(path) -> List[Path]:
+    """The ``completions_*.parquet`` files of a TRL output_dir, its ``completions/`` folder or
+    one file, in step order."""
+    path = Path(path)
+    if path.is_file():
+        return [path]
+    if not path.is_dir():
+        raise FileNotFoundError(f"{path}: no such file or directory")
+    folder = path / "completions" if (path / "completions").is_dir() else path
+    files = [f for f in folder.iterdir() if _TRL_FILE.search(f.name)]
+    if not files:
+        raise FileNotFoundError(
+            f"{folder}: no completions_*.parquet (TRL writes them under output_dir/completions/ "
+            "when GRPOConfig(log_completions=True))")
+    return sorted(files, key=lambda f: (int(_TRL_FILE.search(f.name).group(1)), f.name))
+
+
+def _plain(value: Any) -> Any:
+    """A parquet cell as plain Python: NumPy arrays (pandas' lists) as lists, recursively."""
+    if isinstance(value, dict):
+        return {k: _plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)) or type(value).__name__ == "ndarray":
+        return [_plain(v) for v in value]
+    if type(value).__module__ == "numpy" and hasattr(value, "item"):
+        return value.item()
+    return value
+
+
+def _read_parquet(file: Path) -> List[dict]:
+    try:
+        import pyarrow.parquet as pq
+    except ImportError:
+        pq = None
+    if pq is not None:
+        return pq.read_table(file).to_pylist()
+    try:
+        import pandas
+    except ImportError:
+        raise ImportError("audit_trl_completions reads TRL's parquet logs with pyarrow "
+                          "(pip install pyarrow), or pandas with a parquet engine") from None
+    return [{k: _plain(v) for k, v in row.items()} for row in pandas.read_parquet(file).to_dict("records")]
+
+
+def _message_text(content: Any) -> str:
+    if isinstance(content, list):  # content blocks
+        return "".join(p.get("text") or "" for p in content if isinstance(p, dict))
+    return "" if content is None else str(content)
+
+
+def _prompt_text(prompt: Any) -> str:
+    """A logged prompt's text: a string as is; of a list of messages, the last user message."""
+    if prompt is None or isinstance(prompt, str):
+        return prompt or ""
+    messages = [m for m in prompt if isinstance(m, dict)]
+    users = [m for m in messages if m.get("role") == "user"]
+    if users:
+        return _message_text(users[-1].get("content"))
+    return "\n".join(_message_text(m.get("content")) for m in messages)
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+class _Questions:
+    """A dataset's questions (its ``questions.jsonl``), by id and by text, and the question a
+    prompt asks."""
+
+    def __init__(self, dataset):
+        path = Path(dataset)
+        path = path / "questions.jsonl" if path.is_dir() else path
+        if not path.is_file():
+            raise FileNotFoundError(f"{dataset}: no questions.jsonl (give a `rulegym generate` directory)")
+        self.by_id, self.by_text = {}, {}
+        with open(path, encoding="utf-8") as f:
+            for line in f:
+                if line.strip():
+                    q = json.loads(line)
+                    self.by_id[q["id"]] = self.by_text[q["question"]] = (q["question"], list(q["answers"]))
+        self.longest_first = sorted(self.by_text, key=len, reverse=True)
+        self.found: dict = {}
+
+    def asked_in(self, text: str) -> Optional[str]:
+        """The dataset question a prompt asks: the text itself, or what follows its last
+        ``Question:``, when that is a question; else the question occurring in the text that
+        ends last (a prompt ends with its question; few-shot examples come before it), the
+        longest of those that end there."""
+        if text in self.found:
+            return self.found[text]
+        tail = text.rsplit("Question:", 1)[-1].strip()
+        for candidate in (text, text.strip(), tail):
+            if candidate in self.by_text:
+                self.found[text] = candidate
+                return candidate
+        best, best_end = None, -1
+        for q in self.longest_first:
+            at = text.rfind(q)
+            if at >= 0 and at + len(q) > best_end:
+                best, best_end = q, at + len(q)
+        self.found[text] = best
+        return best
+
+
+def _trl_row(row: dict, column: str, questions: Optional[_Questions]):
+    """A plain audit row of one logged completion, or the reason it cannot be audited."""
+    from .trl import completion_text
+
+    reward = row.get(column)
+    if reward is None or (isinstance(reward, float) and math.isnan(reward)):
+        return None, (f"{column} is {'None' if reward is None else 'NaN'}: the reward function "
+                      "paid nothing for this completion (TRL logs NaN where it returned None)")
+    completion = row.get("completion")
+    try:
+        response = completion_text(completion if completion is not None else "")
+    except TypeError as e:
+        return None, str(e)
+    out = {"response": response, "reward": reward}
+    rid, question, answers = (row.get(k) for k in GOLD_COLUMNS)
+    if answers is not None and not (isinstance(answers, float) and math.isnan(answers)):
+        out["answers"] = [str(a) for a in answers] if isinstance(answers, list) else str(answers)
+        out["question"] = question if isinstance(question, str) else _prompt_text(row.get("prompt"))
+        return out, None
+    if questions is None:
+        return None, ("no gold answers: pass dataset= (the `rulegym generate` directory), or log "
+                      "an `answers` column with log_extra")
+    if rid is not None:
+        if str(rid) not in questions.by_id:
+            return None, f"no question with id {rid!r} in the dataset"
+        out["question"], out["answers"] = questions.by_id[str(rid)]
+        return out, None
+    if isinstance(question, str):
+        if question not in questions.by_text:
+            return None, f"no question {question!r} in the dataset"
+        out["question"], out["answers"] = question, questions.by_text[question][1]
+        return out, None
+    found = questions.asked_in(_prompt_text(row.get("prompt")))
+    if found is None:
+        return None, "no question of the dataset occurs in the prompt"
+    out["question"], out["answers"] = found, questions.by_text[found][1]
+    return out, None
+
+
+def audit_trl_completions(path, dataset=None, reward: Optional[str] = None,
+                          tolerance: float = 1e-6) -> dict:
+    """Audits the rewards TRL's ``GRPOTrainer`` logged (``GRPOConfig(log_completions=True)``:
+    ``output_dir/completions/completions_{step:05d}.parquet``) against rulegym's exact reward.
+
+    ``path`` is the output_dir, its ``completions/`` folder or one parquet file; the files are
+    read in step order (pyarrow, else pandas). ``reward`` names the reward column to audit: TRL
+    writes one per reward function (named by the function's ``__name__``; an environment's by its
+    class name). Reward columns are the columns holding numbers that are neither TRL's own
+    (``step``, ``prompt``, ``completion``, ``advantage``) nor a gold column (``id``, ``question``,
+    ``answers``); ``log_extra`` columns of text are not, a numeric one is, so with several the
+    column must be named.
+
+    Each logged row is audited as a plain log line (:func:`audit_rewards`): the response is the
+    completion's text (a string as is; a list of messages gives its last assistant message, the
+    text ``rulegym.trl.f1_reward`` scores); the gold answers come from the row's ``answers``
+    column, else its ``id`` or ``question`` looked up in ``dataset`` (a ``rulegym generate``
+    directory), else the dataset question the prompt (its last user message) asks: the one
+    that occurs in it and ends last, the longest first. A None or NaN reward (TRL's record of a
+    reward function returning None) is an error of the report, not skipped.
+
+    The report is :func:`audit_rewards`'s, its ``line`` numbers counting the logged rows of the
+    files read, in step order (1-based), each example and error with the ``step`` and ``row`` (1-based
+    in that step's file) it came from; plus ``reward_column``, ``steps`` (the steps read),
+    ``repeated_steps`` (files skipped because they repeat the previous step's rows: TRL logs the
+    same generation batch again when it is reused, ``num_iterations > 1``) and ``by_step``
+    (``rollouts``, ``diverge``, ``overpaid`` of each step)."""
+    questions = _Questions(dataset) if dataset is not None else None
+    tables = []
+    for file in _trl_files(path):
+        rows = _read_parquet(file)
+        match = _TRL_FILE.search(file.name)
+        step = rows[0].get("step") if rows and _is_number(rows[0].get("step")) else (
+            int(match.group(1)) if match else None)
+        tables.append((step, rows))
+
+    columns: List[str] = []
+    for _, rows in tables:
+        for row in rows:
+            columns.extend(k for k in row if k not in columns)
+    candidates = [c for c in columns if c not in TRL_COLUMNS + GOLD_COLUMNS]
+    rewards = [c for c in candidates
+               if all(_is_number(r.get(c)) or r.get(c) is None for _, rows in tables for r in rows)
+               and any(_is_number(r.get(c)) for _, rows in tables for r in rows)]
+    if reward is None:
+        if len(rewards) != 1:
+            found = ", ".join(rewards) if rewards else "none"
+            raise ValueError(f"{path}: name the reward column to audit with reward= "
+                             f"(reward columns: {found})")
+        reward = rewards[0]
+    elif reward not in rewards:
+        what = ("is TRL's own or a gold column" if reward in TRL_COLUMNS + GOLD_COLUMNS
+                else "holds no numbers" if reward in columns else "is not a column")
+        raise ValueError(f"{path}: {reward!r} {what}: not a reward column "
+                         f"(reward columns: {', '.join(rewards) or 'none'})")
+
+    lines, origins, errors, steps, repeated = [], [], [], [], []
+    by_step_lines: dict = {}
+    previous, n = None, 0
+    for step, rows in tables:
+        body = json.dumps([{k: v for k, v in r.items() if k != "step"} for r in rows], default=str)
+        if previous is not None and body == previous:
+            repeated.append(step)
+            continue
+        previous = body
+        steps.append(step)
+        for i, row in enumerate(rows, 1):
+            n += 1
+            line, problem = _trl_row(row, reward, questions)
+            where = {"line": n, "step": step, "row": i}
+            if problem is not None:
+                errors.append({**where, "message": problem})
+                continue
+            lines.append(json.dumps(line))
+            origins.append(where)
+            by_step_lines.setdefault(step, []).append(line)
+
+    report = audit_rewards(lines, None, tolerance)
+    for cls in report["by_property"].values():
+        for example in cls["examples"]:
+            example.update(origins[example["line"] - 1])
+    for error in report["errors"]:
+        error.update(origins[error["line"] - 1])
+    report["errors"] = sorted(report["errors"] + errors, key=lambda e: e["line"])
+    report["reward_column"] = reward
+    report["steps"] = steps
+    report["repeated_steps"] = repeated
+    report["by_step"] = {}
+    for step in steps:
+        part = audit_rewards(by_step_lines.get(step, []), None, tolerance)
+        report["by_step"][step] = {k: part[k] for k in ("rollouts", "diverge", "overpaid")}
+    return report

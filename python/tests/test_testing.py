@@ -181,3 +181,82 @@ def test_tool_use_rubric_rewards():
         assert case.holds(rubric(case.task, case.messages)), case
 
     rubric_holds()
+
+
+def test_audit_trl_completions_reads_a_hand_written_log(dataset, tmp_path):
+    """TRL's completions table written by hand: message-list and string prompts/completions,
+    two reward columns (rulegym's exact reward and a planted one that pays any answer tag), a
+    text ``log_extra`` column, an ``id`` column, a NaN reward, a repeated step."""
+    pa = import_or_skip("pyarrow")
+    import pyarrow.parquet as pq
+
+    from rulegym.testing import audit_trl_completions
+    from rulegym.trl import f1_reward
+
+    qs = [json.loads(line) for line in (dataset["dir"] / "questions.jsonl").read_text().splitlines()][:6]
+    gold = [", ".join(q["answers"]) for q in qs]
+    chat = lambda text: [{"role": "user", "content": f"Answer the question. Question: {text}\n"}]
+    said = lambda *texts: [{"role": "assistant", "content": t} for t in texts]
+    step1 = [  # (question, completion, tag_reward)
+        (0, said(f"<think>x</think><answer>{gold[0]}</answer>"), 1.0),
+        (1, said("<answer>Nobody Atall</answer>"), 1.0),                       # overpaid
+        (2, said("<answer>Nobody Atall</answer>", f"<answer>{gold[2]}</answer>"), 1.0),  # last message
+        (3, said("no tag at all"), float("nan")),                               # an error
+    ]
+    step2 = [
+        (4, "<answer>Nobody Atall</answer>", 1.0),                               # overpaid
+        (5, f"<answer>{gold[5]}</answer>", 1.0),
+    ]
+    folder = tmp_path / "out" / "completions"
+    folder.mkdir(parents=True)
+
+    def write(step, rows, prompt, ids=None):
+        completions = [c for _, c, _ in rows]
+        table = {
+            "step": [step] * len(rows),
+            "prompt": [prompt(qs[i]["question"]) for i, _, _ in rows],
+            "completion": completions,
+            "f1_reward": f1_reward(completions, [qs[i]["answers"] for i, _, _ in rows]),
+            "tag_reward": [t for _, _, t in rows],
+            "note": ["a text column from log_extra"] * len(rows),
+            "advantage": [0.0] * len(rows),
+        }
+        if ids is not None:
+            table["id"] = ids
+        pq.write_table(pa.table(table), folder / f"completions_{step:05d}.parquet")
+
+    write(1, step1, chat)
+    # A few-shot prompt of another template: the question asked is the one that ends last.
+    few_shot = lambda text: f"Q: {qs[0]['question']}\nA: {gold[0]}\n\nQ: {text}\nA:"
+    write(2, step2, few_shot, ids=[qs[4]["id"], None])
+    write(10, step2, few_shot, ids=[qs[4]["id"], None])  # the same batch logged again
+
+    with pytest.raises(ValueError, match="reward columns: f1_reward, tag_reward"):
+        audit_trl_completions(tmp_path / "out", dataset["dir"])
+    with pytest.raises(ValueError, match="'note' holds no numbers"):
+        audit_trl_completions(tmp_path / "out", dataset["dir"], reward="note")
+
+    exact = audit_trl_completions(tmp_path / "out", dataset["dir"], reward="f1_reward")
+    assert exact["diverge"] == 0 and not exact["errors"], exact
+    assert exact["rollouts"] == 6 and exact["steps"] == [1, 2] and exact["repeated_steps"] == [10]
+    assert exact["mean_exact"] == pytest.approx(3 / 6)
+
+    planted = audit_trl_completions(folder, dataset["dir"], reward="tag_reward")
+    assert planted["rollouts"] == 5 and planted["diverge"] == 2, planted
+    assert planted["overpaid"] == pytest.approx(2.0)
+    assert planted["by_property"]["wrong_scores_zero"]["count"] == 2
+    examples = planted["by_property"]["wrong_scores_zero"]["examples"]
+    assert [(e["step"], e["row"], e["line"]) for e in examples] == [(1, 2, 2), (2, 1, 5)]
+    assert planted["by_step"] == {1: {"rollouts": 3, "diverge": 1, "overpaid": 1.0},
+                                  2: {"rollouts": 2, "diverge": 1, "overpaid": 1.0}}
+    [error] = planted["errors"]
+    assert (error["step"], error["row"], error["line"]) == (1, 4, 4) and "NaN" in error["message"]
+
+    # One file; without a dataset the rows have no gold answers (errors, nothing dropped).
+    one = audit_trl_completions(folder / "completions_00001.parquet", dataset["dir"], reward="tag_reward")
+    assert one["rollouts"] == 3 and one["diverge"] == 1
+    blind = audit_trl_completions(folder, reward="f1_reward")
+    assert blind["rollouts"] == 0 and len(blind["errors"]) == 6
+    assert all("no gold answers" in e["message"] for e in blind["errors"])
+    with pytest.raises(FileNotFoundError, match="log_completions=True"):
+        audit_trl_completions(tmp_path)

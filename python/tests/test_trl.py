@@ -89,8 +89,9 @@ def scripted_model(tok, script):
 def grpo_config(tmp_path, **kw):
     from trl import GRPOConfig
 
+    kw = {"max_steps": 1, **kw}
     return GRPOConfig(output_dir=str(tmp_path / "out"), use_cpu=True, num_generations=2,
-                      per_device_train_batch_size=4, max_steps=1, logging_steps=1, save_strategy="no",
+                      per_device_train_batch_size=4, logging_steps=1, save_strategy="no",
                       report_to="none", beta=0.0, loss_type="dapo", learning_rate=1e-3, seed=0,
                       dataloader_num_workers=0, **kw)
 
@@ -358,3 +359,54 @@ def test_one_grpo_step_tool_use_tasks(tool_rows, tmp_path):
     expected = (2 * 1.0 + sum(lazy)) / 4
     rewards = [h["reward"] for h in trainer.state.log_history if "reward" in h]
     assert rewards and rewards[-1] == pytest.approx(expected)
+
+
+def test_audit_reads_trls_logged_completions_and_flags_a_planted_buggy_reward(trl_rows, tmp_path):
+    """Two GRPO steps with ``log_completions=True`` (TRL writes
+    ``output_dir/completions/completions_{step}.parquet``) and two reward columns: rulegym's
+    ``f1_reward`` and a planted buggy reward that pays any answer tag, the one trained on.
+    ``rulegym.testing.audit_trl_completions`` finds each step's questions in the logged prompts
+    and flags every wrong answer the planted reward paid; rulegym's own column agrees."""
+    import_or_skip("pyarrow")
+    from datasets import Dataset
+    from trl import GRPOTrainer
+
+    from rulegym.testing import audit_trl_completions
+    from rulegym.trl import completion_text
+
+    rows = [r for r in trl_rows["rows"] if r["split"] == "train"][:4]
+    by_q = gold_for(rows)
+    calls = {"n": 0}
+
+    def script(context):
+        # Per group of 2: the gold answer, then a wrong one in answer tags.
+        calls["n"] += 1
+        r = by_q[question_in(context, by_q)]
+        return f"<answer>{', '.join(r['answers'])}</answer>" if calls["n"] % 2 else "<answer>Nobody Atall</answer>"
+
+    def tag_reward(completions, **kwargs):
+        return [1.0 if "<answer>" in completion_text(c) else 0.0 for c in completions]
+
+    tok = tiny_tokenizer(tmp_path / "tok")
+    trainer = GRPOTrainer(model=scripted_model(tok, script), reward_funcs=[f1_reward, tag_reward],
+                          args=grpo_config(tmp_path, reward_weights=[0.0, 1.0], max_steps=2, log_completions=True),
+                          train_dataset=Dataset.from_list(rows), processing_class=tok)
+    trainer.train()
+    assert calls["n"] == 8
+    out = tmp_path / "out"
+    assert sorted(p.name for p in (out / "completions").glob("*.parquet")) == [
+        "completions_00001.parquet", "completions_00002.parquet"]
+
+    with pytest.raises(ValueError, match="f1_reward, tag_reward"):
+        audit_trl_completions(out, trl_rows["data"])
+    exact = audit_trl_completions(out, trl_rows["data"], reward="f1_reward")
+    assert exact["rollouts"] == 8 and exact["diverge"] == 0 and not exact["errors"], exact
+    assert exact["steps"] == [1, 2] and exact["mean_exact"] == pytest.approx(0.5)
+
+    planted = audit_trl_completions(out, trl_rows["data"], reward="tag_reward")
+    assert planted["rollouts"] == 8 and not planted["errors"], planted
+    assert planted["diverge"] == 4 and planted["overpaid"] == pytest.approx(4.0)
+    assert planted["by_property"]["wrong_scores_zero"]["count"] == 4
+    assert {s: v["diverge"] for s, v in planted["by_step"].items()} == {1: 2, 2: 2}
+    assert all("Nobody Atall" in e["response"] and e["step"] in (1, 2)
+               for e in planted["by_property"]["wrong_scores_zero"]["examples"])
