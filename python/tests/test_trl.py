@@ -115,6 +115,20 @@ def question_in(context, by_question):
     return max(found, key=lambda q: context.rfind(q))
 
 
+def gold_then_wrong(by_question):
+    """A scripted policy that alternates the gold answer and a wrong one, both in answer tags:
+    each GRPO group of 2 gets one of each. ``script.calls["n"]`` counts the generations."""
+    calls = {"n": 0}
+
+    def script(context):
+        calls["n"] += 1
+        r = by_question[question_in(context, by_question)]
+        return f"<answer>{', '.join(r['answers'])}</answer>" if calls["n"] % 2 else "<answer>Nobody Atall</answer>"
+
+    script.calls = calls
+    return script
+
+
 def logged(trainer, key):
     values = [h[key] for h in trainer.state.log_history if key in h]
     assert values, f"TRL logged no {key}: {trainer.state.log_history}"
@@ -204,15 +218,7 @@ def test_one_grpo_step_single_turn(trl_rows, tmp_path):
     from trl import GRPOTrainer
 
     rows = [r for r in trl_rows["rows"] if r["split"] == "train"][:2]
-    by_q = gold_for(rows)
-    calls = {"n": 0}
-
-    def script(context):
-        # Alternate gold and wrong answers: each group of 2 has one of each.
-        calls["n"] += 1
-        r = by_q[question_in(context, by_q)]
-        return f"<answer>{', '.join(r['answers'])}</answer>" if calls["n"] % 2 else "<answer>Nobody Atall</answer>"
-
+    script = gold_then_wrong(gold_for(rows))
     tok = tiny_tokenizer(tmp_path / "tok")
     model = scripted_model(tok, script)
     before = [p.detach().clone() for p in model.parameters()]
@@ -220,7 +226,7 @@ def test_one_grpo_step_single_turn(trl_rows, tmp_path):
                           args=grpo_config(tmp_path, reward_weights=[1.0, 0.0]),
                           train_dataset=Dataset.from_list(rows), processing_class=tok)
     trainer.train()
-    assert calls["n"] == 4
+    assert script.calls["n"] == 4
     # TRL received rulegym's rewards: half gold (1.0), half wrong (0.0); tags always present.
     assert logged(trainer, "rewards/f1_reward/mean") == pytest.approx(0.5)
     assert logged(trainer, "rewards/format_reward/mean") == pytest.approx(1.0)
@@ -375,15 +381,7 @@ def test_audit_reads_trls_logged_completions_and_flags_a_planted_buggy_reward(tr
     from rulegym.trl import completion_text
 
     rows = [r for r in trl_rows["rows"] if r["split"] == "train"][:4]
-    by_q = gold_for(rows)
-    calls = {"n": 0}
-
-    def script(context):
-        # Per group of 2: the gold answer, then a wrong one in answer tags.
-        calls["n"] += 1
-        r = by_q[question_in(context, by_q)]
-        return f"<answer>{', '.join(r['answers'])}</answer>" if calls["n"] % 2 else "<answer>Nobody Atall</answer>"
-
+    script = gold_then_wrong(gold_for(rows))
     def tag_reward(completions, **kwargs):
         return [1.0 if "<answer>" in completion_text(c) else 0.0 for c in completions]
 
@@ -392,7 +390,7 @@ def test_audit_reads_trls_logged_completions_and_flags_a_planted_buggy_reward(tr
                           args=grpo_config(tmp_path, reward_weights=[0.0, 1.0], max_steps=2, log_completions=True),
                           train_dataset=Dataset.from_list(rows), processing_class=tok)
     trainer.train()
-    assert calls["n"] == 8
+    assert script.calls["n"] == 8
     out = tmp_path / "out"
     assert sorted(p.name for p in (out / "completions").glob("*.parquet")) == [
         "completions_00001.parquet", "completions_00002.parquet"]

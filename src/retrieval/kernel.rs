@@ -64,6 +64,15 @@ pub fn supported(isa: Isa) -> bool {
     }
 }
 
+/// Every instruction set this CPU runs (for tests that compare them).
+#[cfg(test)]
+pub(crate) fn every_supported_isa() -> Vec<Isa> {
+    [Isa::Portable, Isa::Avx2, Isa::Avx512]
+        .into_iter()
+        .filter(|&i| supported(i))
+        .collect()
+}
+
 /// Packs row-major `n x dim` data into transposed blocks of 16 rows (the last block padded
 /// with zero rows).
 pub fn pack(data: &[f32], dim: usize) -> Vec<f32> {
@@ -457,19 +466,7 @@ mod tests {
         let q = pseudo(8 * dim, 1);
         let data = pseudo(rows * dim, 2);
         let packed = pack(&data, dim);
-        let mut isas = vec![Isa::Portable];
-        #[cfg(target_arch = "x86_64")]
-        {
-            if std::arch::is_x86_feature_detected!("avx2")
-                && std::arch::is_x86_feature_detected!("fma")
-            {
-                isas.push(Isa::Avx2);
-            }
-            if std::arch::is_x86_feature_detected!("avx512f") {
-                isas.push(Isa::Avx512);
-            }
-        }
-        for isa in isas {
+        for isa in every_supported_isa() {
             for mq in 1..=8 {
                 for nb in 1..=3 {
                     let mut out = [[f32::NAN; 3 * BLOCK]; 8];
@@ -486,22 +483,6 @@ mod tests {
                 }
             }
         }
-    }
-
-    fn isas() -> Vec<Isa> {
-        let mut isas = vec![Isa::Portable];
-        #[cfg(target_arch = "x86_64")]
-        {
-            if std::arch::is_x86_feature_detected!("avx2")
-                && std::arch::is_x86_feature_detected!("fma")
-            {
-                isas.push(Isa::Avx2);
-            }
-            if std::arch::is_x86_feature_detected!("avx512f") {
-                isas.push(Isa::Avx512);
-            }
-        }
-        isas
     }
 
     #[test]
@@ -525,7 +506,7 @@ mod tests {
                     dot_canonical(&x[i * k..(i + 1) * k], &w[j * k..(j + 1) * k]).to_bits()
                 })
                 .collect();
-            for isa in isas() {
+            for isa in every_supported_isa() {
                 let got: Vec<u32> = gemm(isa, &x, m, k, &packed, n)
                     .iter()
                     .map(|v| v.to_bits())

@@ -616,13 +616,6 @@ pub(crate) mod tests {
         }
     }
 
-    fn isas() -> Vec<Isa> {
-        [Isa::Portable, Isa::Avx2, Isa::Avx512]
-            .into_iter()
-            .filter(|&i| kernel::supported(i))
-            .collect()
-    }
-
     #[test]
     fn a_text_gets_the_same_bits_alone_and_in_any_batch_on_any_isa_and_thread_count() {
         for activation in ["gelu", "gelu_new", "relu"] {
@@ -638,7 +631,7 @@ pub(crate) mod tests {
                         .collect()
                 })
                 .collect();
-            for isa in isas() {
+            for isa in kernel::every_supported_isa() {
                 for threads in [1, 2, 3] {
                     let pool = rayon::ThreadPoolBuilder::new()
                         .num_threads(threads)
