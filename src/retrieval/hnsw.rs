@@ -262,13 +262,23 @@ impl HnswIndex {
             params.parallel,
             &|a, b| -dot(row(a), row(b)),
         );
-        Ok(HnswIndex {
+        Ok(Self::assemble(params, dim, len, data, graph))
+    }
+
+    fn assemble(
+        params: HnswParams,
+        dim: usize,
+        len: usize,
+        data: &[f32],
+        graph: graph::Graph,
+    ) -> Self {
+        HnswIndex {
             params,
             dim,
             len,
             rows: data.to_vec(),
             graph,
-        })
+        }
     }
 
     /// Writes the graph (not the rows or parameters) in rulegym's own binary layout, to be
@@ -292,13 +302,7 @@ impl HnswIndex {
     ) -> Result<Self, RetrievalError> {
         let len = Self::check(dim, data, &params)?;
         let graph = graph::Graph::read(graph, len)?;
-        Ok(HnswIndex {
-            params,
-            dim,
-            len,
-            rows: data.to_vec(),
-            graph,
-        })
+        Ok(Self::assemble(params, dim, len, data, graph))
     }
 
     /// The parameters it was built with.
