@@ -26,8 +26,13 @@ use std::sync::Arc;
 use crate::io::Hashing;
 
 const MAGIC: &[u8; 12] = b"RULEGYM-IDX\0";
-/// Current file format version (2: the SHA-256 trailer).
-pub const FORMAT_VERSION: u32 = 2;
+/// Newest file format version this build reads and writes: 3 adds the HNSW graph after the
+/// vectors, so loading an HNSW index no longer rebuilds it. An index without a stored graph
+/// (every flat index) is written as version 2 ([`BASE_FORMAT_VERSION`]), byte for byte what
+/// earlier builds wrote; version-2 HNSW files still load (their graph is rebuilt).
+pub const FORMAT_VERSION: u32 = 3;
+/// The version of files without a stored graph (2: the SHA-256 trailer).
+pub const BASE_FORMAT_VERSION: u32 = 2;
 /// Bytes of the SHA-256 trailer.
 const CHECKSUM_BYTES: u64 = 32;
 
@@ -90,7 +95,7 @@ pub enum IndexKind {
     /// Exact search over all vectors.
     #[default]
     Flat,
-    /// Approximate HNSW graph search (feature `hnsw`); the graph is rebuilt on load.
+    /// Approximate HNSW graph search (feature `hnsw`); the graph is stored in the file.
     Hnsw,
 }
 
@@ -126,9 +131,13 @@ pub struct Header {
     pub vocab_len: usize,
     /// Bytes in the documents section.
     pub docs_bytes: u64,
-    /// HNSW parameters (kind `hnsw` only; the graph is rebuilt from the vectors on load).
+    /// HNSW parameters (kind `hnsw` only).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub hnsw: Option<HnswParams>,
+    /// Bytes of the HNSW graph stored after the vectors (format 3); absent in version-2 files,
+    /// whose graph is rebuilt from the vectors on load.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub graph_bytes: Option<u64>,
 }
 
 /// A loaded or freshly built index: documents, their vectors and the encoder for queries.
@@ -247,7 +256,7 @@ impl SearchIndex {
         }
         let flat = FlatIndex::new(encoder.dim(), &vectors)?;
         let header = Header {
-            format: FORMAT_VERSION,
+            format: BASE_FORMAT_VERSION,
             kind,
             dim: encoder.dim(),
             count: docs.len(),
@@ -256,8 +265,9 @@ impl SearchIndex {
             vocab_len: vocab.len(),
             docs_bytes: docs_bytes(&docs),
             hnsw: (kind == IndexKind::Hnsw).then_some(hnsw),
+            graph_bytes: None,
         };
-        Self::assemble(header, vocab, docs, flat, encoder)
+        Self::assemble(header, vocab, docs, flat, encoder, None)
     }
 
     fn assemble(
@@ -266,6 +276,7 @@ impl SearchIndex {
         docs: Vec<Document>,
         flat: FlatIndex,
         encoder: Arc<dyn Encoder>,
+        graph: Option<&[u8]>,
     ) -> Result<Self, RetrievalError> {
         #[cfg(not(feature = "hnsw"))]
         if header.kind == IndexKind::Hnsw {
@@ -273,14 +284,22 @@ impl SearchIndex {
                 "index kind hnsw needs rulegym built with feature `hnsw`".into(),
             ));
         }
+        #[cfg(not(feature = "hnsw"))]
+        let _ = graph;
         #[cfg(feature = "hnsw")]
-        let hnsw = match header.kind {
-            IndexKind::Hnsw => Some(super::hnsw::HnswIndex::new(
+        let hnsw = match (header.kind, graph) {
+            (IndexKind::Hnsw, None) => Some(super::hnsw::HnswIndex::new(
                 flat.dim(),
                 &flat.to_rows(),
                 header.hnsw.unwrap_or_default(),
             )?),
-            IndexKind::Flat => None,
+            (IndexKind::Hnsw, Some(mut bytes)) => Some(super::hnsw::HnswIndex::with_graph(
+                flat.dim(),
+                &flat.to_rows(),
+                header.hnsw.unwrap_or_default(),
+                &mut bytes,
+            )?),
+            (IndexKind::Flat, _) => None,
         };
         Ok(SearchIndex {
             header,
@@ -380,13 +399,33 @@ impl SearchIndex {
         self.hnsw.as_ref()
     }
 
+    /// The stored graph's bytes (an HNSW index), else nothing.
+    fn graph_bytes(&self) -> std::io::Result<Option<Vec<u8>>> {
+        #[cfg(feature = "hnsw")]
+        if let Some(h) = &self.hnsw {
+            let mut bytes = Vec::new();
+            h.write_graph(&mut bytes).map_err(std::io::Error::other)?;
+            return Ok(Some(bytes));
+        }
+        Ok(None)
+    }
+
     /// Writes the index file's bytes to `w` (header, vocabulary, documents, packed vectors,
-    /// SHA-256 trailer) and returns `w`.
+    /// the HNSW graph if any, SHA-256 trailer) and returns `w`.
     pub fn write_to<W: Write>(&self, w: W) -> std::io::Result<W> {
         let mut w = Hashing::new(w);
-        let header = serde_json::to_vec(&self.header)?;
+        let graph = self.graph_bytes()?;
+        let mut header = self.header.clone();
+        header.graph_bytes = graph.as_ref().map(|g| g.len() as u64);
+        header.format = if graph.is_some() {
+            FORMAT_VERSION
+        } else {
+            BASE_FORMAT_VERSION
+        };
+        let version = header.format;
+        let header = serde_json::to_vec(&header)?;
         w.write_all(MAGIC)?;
-        w.write_all(&FORMAT_VERSION.to_le_bytes())?;
+        w.write_all(&version.to_le_bytes())?;
         w.write_all(&(header.len() as u64).to_le_bytes())?;
         w.write_all(&header)?;
         // Little-endian bytes in buffers of ~768 KB (a write per value costs more than the
@@ -413,6 +452,9 @@ impl SearchIndex {
                 bytes.extend_from_slice(&x.to_le_bytes());
             }
             w.write_all(&bytes)?;
+        }
+        if let Some(graph) = &graph {
+            w.write_all(graph)?;
         }
         let (mut w, sha) = w.into_parts();
         w.write_all(&sha.finalize())?;
@@ -480,10 +522,10 @@ impl SearchIndex {
         let mut b8 = [0u8; 8];
         read(&mut b4, &mut r)?;
         let version = u32::from_le_bytes(b4);
-        if version != FORMAT_VERSION {
+        if !(BASE_FORMAT_VERSION..=FORMAT_VERSION).contains(&version) {
             return Err(bad(format!(
-                "format version {version}, this build reads {FORMAT_VERSION} (rebuild it with \
-                 `rulegym index`)"
+                "format version {version}, this build reads {BASE_FORMAT_VERSION} to \
+                 {FORMAT_VERSION} (rebuild it with `rulegym index`)"
             )));
         }
         read(&mut b8, &mut r)?;
@@ -495,12 +537,20 @@ impl SearchIndex {
         read(&mut hbuf, &mut r)?;
         let header: Header =
             serde_json::from_slice(&hbuf).map_err(|e| bad(format!("header: {e}")))?;
+        if header.format != version || (version == FORMAT_VERSION) != header.graph_bytes.is_some() {
+            return Err(bad(format!(
+                "header of format {} (graph: {:?} bytes) in a version-{version} file",
+                header.format, header.graph_bytes
+            )));
+        }
+        let graph_bytes = header.graph_bytes.unwrap_or(0);
         let vec_bytes = (header.count.div_ceil(16) as u128) * 16 * (header.dim as u128) * 4;
         let expect = 24u128
             + header_len as u128
             + header.vocab_len as u128 * 12
             + header.docs_bytes as u128
             + vec_bytes
+            + graph_bytes as u128
             + CHECKSUM_BYTES as u128;
         if expect != file_len as u128 {
             return Err(bad(format!(
@@ -520,6 +570,8 @@ impl SearchIndex {
         let docs = parse_docs(&dbuf, header.count).map_err(bad)?;
         let mut vectors = vec![0f32; header.count.div_ceil(16) * 16 * header.dim];
         read(bytemuck::cast_slice_mut(&mut vectors), &mut r)?;
+        let mut graph = vec![0u8; graph_bytes as usize];
+        read(&mut graph, &mut r)?;
         let (mut r, sha) = r.into_parts();
         let mut stored = [0u8; CHECKSUM_BYTES as usize];
         r.read_exact(&mut stored)
@@ -542,7 +594,8 @@ impl SearchIndex {
                 given: encoder.identity(),
             });
         }
-        Self::assemble(header, vocab, docs, flat, encoder)
+        let graph = (version == FORMAT_VERSION).then_some(graph.as_slice());
+        Self::assemble(header, vocab, docs, flat, encoder, graph)
     }
 }
 

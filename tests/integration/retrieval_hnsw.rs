@@ -121,6 +121,35 @@ fn hnsw_index_file_round_trip_and_cli() {
     let loaded = SearchIndex::load(&path).unwrap();
     assert_eq!(loaded.header().kind, IndexKind::Hnsw);
     assert_eq!(loaded.header().hnsw, Some(params));
+    // The graph is stored (format 3), not rebuilt: the loaded index answers exactly as the
+    // built one (a parallel build is schedule-dependent, so a rebuild might not), and saving it
+    // again writes the same bytes.
+    assert_eq!(loaded.header().format, 3);
+    assert!(loaded.header().graph_bytes.is_some_and(|b| b > 0));
+    let probe: Vec<&str> = named.iter().take(40).map(|q| q.query.as_str()).collect();
+    assert_eq!(
+        loaded.search(&probe, 5).unwrap(),
+        index.search(&probe, 5).unwrap()
+    );
+    assert_eq!(loaded.to_bytes(), index.to_bytes());
+    // A flat index stays format 2, without a graph section.
+    let flat = SearchIndex::build(corpus[..30].to_vec(), &choice, IndexKind::Flat).unwrap();
+    let flat_bytes = flat.to_bytes();
+    assert_eq!(
+        u32::from_le_bytes(flat_bytes[12..16].try_into().unwrap()),
+        2
+    );
+    // A corrupt graph section is a clear error, not a panic.
+    let mut bytes = std::fs::read(&path).unwrap();
+    let at = bytes.len() - 40;
+    bytes[at] ^= 0xff;
+    let broken = dir.path().join("broken.idx");
+    std::fs::write(&broken, &bytes).unwrap();
+    let err = SearchIndex::load(&broken)
+        .err()
+        .expect("a corrupt file is refused")
+        .to_string();
+    assert!(err.contains("checksum"), "{err}");
     // The anchor's article is found for questions naming a person (approximate search).
     let qs: Vec<&str> = named.iter().take(100).map(|q| q.query.as_str()).collect();
     let hits = loaded.search(&qs, 3).unwrap();
