@@ -145,10 +145,10 @@ fn hnsw_index_file_round_trip_and_cli() {
     bytes[at] ^= 0xff;
     let broken = dir.path().join("broken.idx");
     std::fs::write(&broken, &bytes).unwrap();
-    let err = SearchIndex::load(&broken)
-        .err()
-        .expect("a corrupt file is refused")
-        .to_string();
+    let Err(err) = SearchIndex::load(&broken) else {
+        panic!("a corrupt file is refused");
+    };
+    let err = err.to_string();
     assert!(err.contains("checksum"), "{err}");
     // The anchor's article is found for questions naming a person (approximate search).
     let qs: Vec<&str> = named.iter().take(100).map(|q| q.query.as_str()).collect();
