@@ -56,6 +56,7 @@ pub fn detect() -> Isa {
 }
 
 /// Whether this CPU can run the kernels of `isa`.
+#[cfg(any(feature = "bert", test))]
 pub fn supported(isa: Isa) -> bool {
     match isa {
         Isa::Portable => true,
@@ -135,6 +136,7 @@ pub fn tile(
 /// linear layer's weights `W` are `n x k`), and every output is one sequential FMA chain, so an
 /// output row depends on its input row only: not on the other rows, their number, the thread
 /// count or the instruction set. Runs on one thread; [`gemm_par`] splits the work over rayon.
+#[cfg(any(feature = "bert", test))]
 pub fn gemm(isa: Isa, x: &[f32], m: usize, k: usize, packed: &[f32], n: usize) -> Vec<f32> {
     let mut out = vec![0f32; m * n];
     gemm_into(
@@ -153,6 +155,7 @@ pub fn gemm(isa: Isa, x: &[f32], m: usize, k: usize, packed: &[f32], n: usize) -
 
 /// [`gemm`] over rayon's pool: row chunks, and column ranges when there are too few rows to
 /// keep every thread busy. The same bits as [`gemm`] (each output is computed the same way).
+#[cfg(any(feature = "bert", test))]
 pub fn gemm_par(isa: Isa, x: &[f32], m: usize, k: usize, packed: &[f32], n: usize) -> Vec<f32> {
     use rayon::prelude::*;
     const ROWS: usize = 64;
@@ -200,6 +203,7 @@ pub fn gemm_par(isa: Isa, x: &[f32], m: usize, k: usize, packed: &[f32], n: usiz
 
 /// Computes rows `rows` of `x` against packed blocks `blocks` into `dst` (row stride `ld`,
 /// column 0 of `dst` = column `blocks.start * 16` of the product; columns past `n` are left out).
+#[cfg(any(feature = "bert", test))]
 #[allow(clippy::too_many_arguments)]
 fn gemm_into(
     isa: Isa,
