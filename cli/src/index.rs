@@ -79,7 +79,21 @@ pub fn run(args: Args) -> Result<()> {
         ef_search: args.hnsw_ef_search,
         parallel: !args.hnsw_sequential,
     };
-    let index = SearchIndex::build_with(corpus, &choice, kind, params)?;
+    // A spinner on a terminal (indicatif draws nothing when stderr is not one).
+    let bar = indicatif::ProgressBar::new_spinner().with_style(
+        indicatif::ProgressStyle::with_template("{spinner} {msg} {elapsed}").expect("valid"),
+    );
+    bar.enable_steady_tick(std::time::Duration::from_millis(200));
+    bar.set_message(format!("encoding 0 of {n} passages"));
+    let index = SearchIndex::build_observed(corpus, &choice, kind, params, &|done, total| {
+        let then = if kind == IndexKind::Hnsw && done == total {
+            ", building the HNSW graph"
+        } else {
+            ""
+        };
+        bar.set_message(format!("encoding {done} of {total} passages{then}"));
+    })?;
+    bar.finish_and_clear();
     index.save(&args.out)?;
     eprintln!(
         "indexed {n} documents ({} dims, {}) into {} in {:.2?}",

@@ -236,6 +236,18 @@ impl SearchIndex {
         kind: IndexKind,
         hnsw: HnswParams,
     ) -> Result<Self, RetrievalError> {
+        Self::build_observed(docs, choice, kind, hnsw, &|_, _| {})
+    }
+
+    /// As [`build_with`](Self::build_with), calling `encoded(done, total)` after each batch
+    /// of passages is encoded (a BERT encoder takes minutes over a large corpus).
+    pub fn build_observed(
+        docs: Vec<Document>,
+        choice: &EncoderChoice,
+        kind: IndexKind,
+        hnsw: HnswParams,
+        encoded: &dyn Fn(usize, usize),
+    ) -> Result<Self, RetrievalError> {
         if kind == IndexKind::Hnsw {
             hnsw.validate()?;
         }
@@ -253,6 +265,7 @@ impl SearchIndex {
         let mut vectors = Vec::with_capacity(docs.len() * encoder.dim());
         for chunk in texts.chunks(256) {
             vectors.extend(encoder.encode(chunk, TextKind::Passage)?);
+            encoded(vectors.len() / encoder.dim().max(1), texts.len());
         }
         let flat = FlatIndex::new(encoder.dim(), &vectors)?;
         let header = Header {
