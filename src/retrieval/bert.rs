@@ -122,6 +122,15 @@ impl BertEncoder {
                 ));
             }
         };
+        if config.max_position_embeddings < 8 {
+            return Err(cfg_err(
+                dir,
+                format!(
+                    "config.json: max_position_embeddings {} (at least 8)",
+                    config.max_position_embeddings
+                ),
+            ));
+        }
         let st_cfg = read_json(&dir.join("sentence_bert_config.json"))?;
         let max_len = st_cfg
             .as_ref()

@@ -225,6 +225,15 @@ impl Model {
                 shape.position_embedding_type
             ));
         }
+        if shape.vocab_size == 0
+            || shape.intermediate_size == 0
+            || shape.max_position_embeddings < 8
+        {
+            return Err(format!(
+                "vocab_size {} and intermediate_size {} must be positive and max_position_embeddings {} at least 8",
+                shape.vocab_size, shape.intermediate_size, shape.max_position_embeddings
+            ));
+        }
         let (h, heads) = (shape.hidden_size, shape.num_attention_heads);
         if h == 0
             || heads == 0
@@ -604,6 +613,49 @@ pub(crate) mod tests {
             position_embedding_type: "absolute".into(),
         };
         Model::load(&bytes, &shape).unwrap()
+    }
+
+    #[test]
+    fn bad_configs_are_errors_not_panics() {
+        let good = Config {
+            vocab_size: 50,
+            hidden_size: 24,
+            num_hidden_layers: 2,
+            num_attention_heads: 3,
+            intermediate_size: 40,
+            max_position_embeddings: 64,
+            type_vocab_size: 2,
+            layer_norm_eps: 1e-12,
+            hidden_act: "gelu".into(),
+            position_embedding_type: "absolute".into(),
+        };
+        let bad = [
+            Config {
+                vocab_size: 0,
+                ..good.clone()
+            },
+            Config {
+                max_position_embeddings: 4,
+                ..good.clone()
+            },
+            Config {
+                num_attention_heads: 5,
+                ..good.clone()
+            },
+            Config {
+                hidden_act: "swish".into(),
+                ..good.clone()
+            },
+            Config {
+                position_embedding_type: "relative_key".into(),
+                ..good.clone()
+            },
+        ];
+        for config in bad {
+            assert!(Model::load(&[], &config).is_err(), "{config:?}");
+        }
+        // Garbage or mismatched weights are errors too.
+        assert!(Model::load(b"not safetensors", &good).is_err());
     }
 
     fn text(seed: u64) -> Tokens {
