@@ -12,7 +12,20 @@ use rmcp::transport::streamable_http_server::session::local::{
 use rmcp::transport::streamable_http_server::session::{
     EventStore, RestoreOutcome, ServerSseMessage, SessionId, SessionManager,
 };
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
+
+tokio::task_local! {
+    /// Where [`BoundedSessions::create_session`] leaves the refusal of the session the
+    /// request being served tried to open ([`admit_new_sessions`] sets it and reads it back).
+    static REFUSAL: Arc<Mutex<Option<SessionError>>>;
+}
+
+/// Records why the session this request tried to open was refused, for the middleware.
+fn record_refusal(why: &SessionError) {
+    let _ = REFUSAL.try_with(|slot| {
+        *slot.lock().unwrap_or_else(|e| e.into_inner()) = Some(why.clone());
+    });
+}
 
 /// Why a bounded session operation failed.
 #[derive(Debug, thiserror::Error)]
@@ -83,13 +96,15 @@ impl SessionManager for BoundedSessions {
 
     async fn create_session(&self) -> Result<(SessionId, Self::Transport), Self::Error> {
         if let Some(why) = self.table.refusal() {
+            record_refusal(&why);
             return Err(why.into());
         }
         let (id, transport) = self.inner.create_session().await?;
-        if let Err(e) = self.table.admit(id.clone(), ()) {
+        if let Err(why) = self.table.admit(id.clone(), ()) {
             // Lost a race for the last slot: undo the session rmcp just made.
             let _ = self.inner.close_session(&id).await;
-            return Err(e.into());
+            record_refusal(&why);
+            return Err(why.into());
         }
         Ok((id, transport))
     }
@@ -170,9 +185,10 @@ pub(super) struct Admission {
 }
 
 /// An axum middleware answering a new session's `initialize` with 503, `Retry-After` and a
-/// JSON-RPC error when the client could not be admitted (rmcp would answer a refused session
-/// with a 500) or has started its budget of episodes; a request that opened no session (it
-/// failed) gives its charge back.
+/// JSON-RPC error when the client could not be admitted or has started its budget of
+/// episodes; a request that opened no session (it failed) gives its charge back. A refusal
+/// that comes from the session manager itself (another request took the last slot between
+/// this check and the admission) is answered the same way: rmcp would answer it with a 500.
 pub(super) async fn admit_new_sessions(
     axum::extract::State(admission): axum::extract::State<Admission>,
     request: axum::extract::Request,
@@ -190,9 +206,68 @@ pub(super) async fn admit_new_sessions(
     if let Err(why) = admission.episodes.charge(client) {
         return refusal_response(&why);
     }
-    let response = next.run(request).await;
+    let refusal = Arc::new(Mutex::new(None));
+    let response = REFUSAL.scope(refusal.clone(), next.run(request)).await;
     if !response.status().is_success() {
         admission.episodes.refund(client);
     }
-    response
+    let refused = refusal.lock().unwrap_or_else(|e| e.into_inner()).take();
+    match refused {
+        Some(why) => refusal_response(&why),
+        None => response,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::sessions::EpisodeBudget;
+    use tower::ServiceExt;
+
+    /// Two `initialize` requests can both pass the middleware's check for the last slot; the
+    /// one that loses the race is refused inside rmcp's handler, which answers 500 with no
+    /// JSON-RPC body. The middleware answers it 503 with the refusal (and gives the episode
+    /// back), as it answers a refusal it saw itself.
+    #[test]
+    fn a_refusal_inside_the_session_manager_is_answered_503_not_500() {
+        let runtime = crate::sessions::server_runtime().unwrap();
+        runtime.block_on(async {
+            let episodes = Arc::new(EpisodeBudget::new(Some(1)));
+            let admission = Admission {
+                table: Arc::new(SessionTable::new(SessionLimits::default()).unwrap()),
+                episodes: episodes.clone(),
+            };
+            // Stands in for rmcp's handler whose `create_session` lost the race.
+            let app = axum::Router::new()
+                .route(
+                    "/mcp",
+                    axum::routing::post(|| async {
+                        record_refusal(&SessionError::Full(1024));
+                        axum::http::StatusCode::INTERNAL_SERVER_ERROR
+                    }),
+                )
+                .layer(axum::middleware::from_fn_with_state(
+                    admission,
+                    admit_new_sessions,
+                ));
+            let client: std::net::IpAddr = [127, 0, 0, 2].into();
+            let request = || {
+                axum::http::Request::post("/mcp")
+                    .body(axum::body::Body::empty())
+                    .unwrap()
+            };
+            let response = crate::sessions::serve_as(client, app.clone().oneshot(request()))
+                .await
+                .unwrap();
+            assert_eq!(response.status(), 503);
+            assert!(response.headers().contains_key("retry-after"));
+            let body = axum::body::to_bytes(response.into_body(), 1 << 16)
+                .await
+                .unwrap();
+            let body: serde_json::Value = serde_json::from_slice(&body).unwrap();
+            assert_eq!(body["error"]["code"], -32000, "{body}");
+            // The refused start did not spend the client's one episode.
+            assert_eq!(episodes.charge(Some(client)), Ok(()));
+        });
+    }
 }
