@@ -520,6 +520,69 @@ mod tests {
         assert_ne!(u.person(id("Eve Z")).tree, cid.tree);
     }
 
+    /// The PhantomEnvironments fork answers a date comparison whose sides denote several
+    /// people with the winner of one pairing; rulegym counts such an answer ambiguous when it
+    /// wins some pairing. Long friend chains on both sides make 10^4-10^5 pairings (the fork's
+    /// "Who is older, the friend of the friend of the friend of ... of Don Johnson or the
+    /// friend of the friend of the friend of the person whose hobby is neuroscience?": 295 x 67
+    /// people, the gold Dion Russell winning only pairings past the 10,000th): each pairing
+    /// must count, however many there are. Here 150 x 150 people born one a year; the gold is
+    /// the 141st, who wins only against the 9 born after them.
+    #[test]
+    fn a_comparison_answer_winning_any_of_many_pairings_is_ambiguous() {
+        let mut text = String::new();
+        for i in 0..150u32 {
+            text += &format!(
+                "type(\"P{i:03} X\", person).\ngender(\"P{i:03} X\", \"female\").\n\
+                 dob(\"P{i:03} X\", \"0{:03}-01-01\").\njob(\"P{i:03} X\", \"cook\").\n\
+                 hobby(\"P{i:03} X\", \"chess\").\n",
+                500 + i
+            );
+        }
+        let u = facts(&text).unwrap();
+        let engine = Engine::with_facts(&u.engine_facts()).unwrap();
+        let record = |answer: &str, category: &str, cmp: &str| {
+            serde_json::json!({
+                "id": format!("{category}-{answer}"),
+                "question": match category {
+                    "comparison_age_younger" => "Who is younger, the person whose hobby is chess or the person whose hobby is chess?",
+                    _ => "Who is older, the person whose hobby is chess or the person whose hobby is chess?",
+                },
+                "answer": [answer],
+                "prolog": {"query": [
+                    format!("CmpDL_1 {cmp} CmpDR_1"),
+                    "dob(Y_2, CmpDL_1)", "dob(Y_3, CmpDR_1)",
+                    "hobby(Y_2, \"chess\")", "hobby(Y_3, \"chess\")",
+                ], "answer": "('Y_2', 'Y_3')"},
+                "template": [], "type": 0, "difficulty": 0,
+                "is_aggregation_question": false, "question_category": category,
+            })
+        };
+        let json = serde_json::Value::Array(vec![
+            record("P140 X", "comparison_age", "@<"),
+            record("P009 X", "comparison_age_younger", "@>"),
+            // Nobody of either side: no pairing gives it.
+            record("Ada X", "comparison_age", "@<"),
+        ]);
+        let questions = parse_questions(&json.to_string(), "questions.json").unwrap();
+        let report = verify_questions(&u, &engine, &questions);
+        let outcome = |id: &str| {
+            let is = |checks: &[QuestionCheck]| checks.iter().any(|c| c.id == id);
+            match () {
+                _ if is(&report.ambiguous_details) => "ambiguous",
+                _ if is(&report.disagreements) => "disagree",
+                _ => "other",
+            }
+        };
+        assert_eq!(outcome("comparison_age-P140 X"), "ambiguous", "{report:#?}");
+        assert_eq!(
+            outcome("comparison_age_younger-P009 X"),
+            "ambiguous",
+            "{report:#?}"
+        );
+        assert_eq!(outcome("comparison_age-Ada X"), "disagree", "{report:#?}");
+    }
+
     #[test]
     fn broken_families_are_errors() {
         let base = person("Ann B", "female", 1)

@@ -389,6 +389,60 @@ fn differ(choices: &[BTreeSet<String>]) -> bool {
     choices.windows(2).any(|w| w[0] != w[1])
 }
 
+/// The distinct answers of the pairings of a member of `xs` with a member of `ys` (the one
+/// born first, or last; both on a tie; the person alone when paired with themself), sorted.
+/// Every pairing is accounted for without enumerating the pairs (sides of a few hundred
+/// people each, as long friend chains give, make ~10^5 pairings): `x` wins a pairing exactly
+/// when it is on both sides or beats the other side's weakest date, and a tie pairs two
+/// people of equal dates from the two sides.
+fn pairing_choices(
+    u: &Universe,
+    xs: &[PersonId],
+    ys: &[PersonId],
+    oldest: bool,
+) -> BTreeSet<Vec<PersonId>> {
+    let dob = |p: PersonId| u.person(p).dob.as_str();
+    let beats = |a: &str, b: &str| if oldest { a < b } else { a > b };
+    let weakest = |side: &[PersonId]| {
+        side.iter()
+            .map(|&p| dob(p))
+            .reduce(|w, d| if beats(w, d) { d } else { w })
+    };
+    let (Some(wx), Some(wy)) = (weakest(xs), weakest(ys)) else {
+        return BTreeSet::new();
+    };
+    let (in_xs, in_ys): (BTreeSet<PersonId>, BTreeSet<PersonId>) =
+        (xs.iter().copied().collect(), ys.iter().copied().collect());
+    let mut choices: BTreeSet<Vec<PersonId>> = BTreeSet::new();
+    for (side, other, weakest_other) in [(&in_xs, &in_ys, wy), (&in_ys, &in_xs, wx)] {
+        for &p in side {
+            if other.contains(&p) || beats(dob(p), weakest_other) {
+                choices.insert(vec![p]);
+            }
+        }
+    }
+    // Ties: people of one date on the two sides, each pair of distinct people.
+    let mut by_date: BTreeMap<&str, (Vec<PersonId>, Vec<PersonId>)> = BTreeMap::new();
+    for &x in &in_xs {
+        by_date.entry(dob(x)).or_default().0.push(x);
+    }
+    for &y in &in_ys {
+        if let Some(entry) = by_date.get_mut(dob(y)) {
+            entry.1.push(y);
+        }
+    }
+    for (left, right) in by_date.values() {
+        for &x in left {
+            for &y in right {
+                if x != y {
+                    choices.insert(if x < y { vec![x, y] } else { vec![y, x] });
+                }
+            }
+        }
+    }
+    choices
+}
+
 fn readings(
     query: &Query,
     shape: &str,
@@ -405,15 +459,11 @@ fn readings(
         Query::Older(a, b) | Query::Younger(a, b) | Query::BornFirst(a, b) => {
             let (xs, ys) = (a.evaluate_native(u)?, b.evaluate_native(u)?);
             let oldest = !matches!(query, Query::Younger(..));
-            let mut choices = Vec::new();
-            for &x in &xs {
-                for &y in &ys {
-                    if choices.len() < MAX_CHOICES {
-                        choices.push(names(&extreme_born(u, &[x, y], oldest)));
-                    }
-                }
-            }
-            let structural = (xs.len() > 1 || ys.len() > 1) && differ(&choices);
+            let choices: Vec<BTreeSet<String>> = pairing_choices(u, &xs, &ys, oldest)
+                .iter()
+                .map(|c| names(c))
+                .collect();
+            let structural = (xs.len() > 1 || ys.len() > 1) && choices.len() > 1;
             let tie = choices.iter().any(|c| c.len() > 1);
             (structural || tie).then_some(Readings {
                 structural,
