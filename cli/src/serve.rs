@@ -21,6 +21,10 @@ pub struct Args {
     /// Most queries encoded and searched together across concurrent requests.
     #[arg(long, default_value_t = 256)]
     max_batch: usize,
+    /// Most characters of queries encoded together (at least one query): bounds how long a
+    /// request arriving during a batch waits, with a dense encoder.
+    #[arg(long, default_value_t = 16_384)]
+    max_batch_chars: usize,
     /// Connection bounds (a connection is a session of this stateless server).
     #[command(flatten)]
     sessions: super::SessionArgs,
@@ -34,6 +38,7 @@ pub fn run(args: Args) -> Result<()> {
     let cfg = RetrievalServerConfig {
         default_topk: args.topk,
         max_batch: args.max_batch,
+        max_batch_chars: args.max_batch_chars,
         sessions: args.sessions.limits()?,
         ..RetrievalServerConfig::default()
     };

