@@ -19,8 +19,9 @@ pub struct Args {
     cmd: Option<String>,
     /// Audit a trainer's logged rewards instead of a reward command: a JSONL log, verl's
     /// rollout dump (`trainer.rollout_data_dir`'s STEP.jsonl: `input`, `output`, `gts`,
-    /// `score`) or `{"id" or "question", "response", "reward"[, "answers"]}` lines (gold
-    /// answers by id or question text from --dataset). Every reward is compared with rulegym's
+    /// `score`) or `{"id" or "question" or "prompt", "response", "reward"[, "answers"]
+    /// [, "step"]}` lines (gold answers by id, question text or the question the prompt asks,
+    /// from --dataset). Every reward is compared with rulegym's
     /// exact reward; the report groups the divergences by the property they break, with
     /// counts, examples and the reward paid beyond the exact one. Exit 1 on a divergence, 2
     /// when lines could not be audited (each named in the report).
@@ -127,23 +128,11 @@ fn run(args: Args) -> Result<bool, String> {
 
 /// `--audit LOG`: the log's rewards beside rulegym's exact reward.
 fn run_audit(args: &Args, log: &std::path::Path) -> Result<bool, String> {
-    use rulegym::rewardcheck::audit::{GoldLookup, audit, read_log};
-    if args.tolerance.is_nan() || args.tolerance < 0.0 {
-        return Err(format!(
-            "--tolerance {} is not a non-negative number",
-            args.tolerance
-        ));
-    }
-    let gold = match &args.dataset {
-        Some(dir) => {
-            GoldLookup::new(&rulegym::dataset::load_questions(dir).map_err(|e| e.to_string())?)
-        }
-        None => GoldLookup::default(),
-    };
     let text =
         std::fs::read_to_string(log).map_err(|e| format!("reading {}: {e}", log.display()))?;
-    let (rollouts, errors) = read_log(&text, &gold);
-    let report = audit(&rollouts, errors, args.tolerance);
+    let report =
+        rulegym::rewardcheck::audit::audit_log(&text, args.dataset.as_deref(), args.tolerance)
+            .map_err(|e| e.to_string())?;
     write_report(&report, args.out.as_deref())?;
     eprintln!(
         "reward-check --audit: {} rollouts, {} agree, {} diverge (paid {:.3} beyond the exact reward); {} lines not audited",

@@ -243,13 +243,15 @@ def trajectories(source: Optional[ToolCaseSource] = None, task: Optional[int] = 
 
 def audit_rewards(rollouts, dataset=None, tolerance: float = 1e-6) -> dict:
     """Audits logged rewards against rulegym's exact reward, as ``rulegym reward-check --audit``
-    does: ``rollouts`` are dicts (``{"id" or "question", "response", "reward"[, "answers"]}``,
-    or verl's dump lines ``{"input", "output", "gts", "score"}``) or their JSON texts; the gold
-    answers of an id or a question text come from ``dataset`` (a directory of
-    ``rulegym generate``). Returns the report: ``rollouts``, ``agree``, ``diverge``,
-    ``overpaid`` (reward paid beyond the exact one), ``by_property`` (divergences grouped by the
-    property they break, with counts and examples) and ``errors`` (rollouts that could not be
-    audited, by position, 1-based)."""
+    does: ``rollouts`` are dicts (``{"id" or "question" or "prompt", "response", "reward"[,
+    "answers"][, "step"]}``, or verl's dump lines ``{"input", "output", "gts", "score",
+    "step"}``) or their JSON texts; the gold answers of an id, a question text or the question
+    a prompt asks come from ``dataset`` (a directory of ``rulegym generate``). Returns the
+    report: ``rollouts``, ``agree``, ``diverge``, ``overpaid`` (reward paid beyond the exact
+    one), ``by_property`` (divergences grouped by the property they break, with counts and
+    examples), ``errors`` (rollouts that could not be audited, by position, 1-based) and, when
+    the rollouts name their ``step``, ``by_step`` (``step``, ``rollouts``, ``diverge``,
+    ``overpaid`` of each)."""
     lines = [r if isinstance(r, str) else json.dumps(r) for r in rollouts]
     return _audit_rewards(lines, None if dataset is None else str(dataset), tolerance)
 
@@ -370,47 +372,9 @@ def _is_number(value: Any) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
-class _Questions:
-    """A dataset's questions (its ``questions.jsonl``), by id and by text, and the question a
-    prompt asks."""
-
-    def __init__(self, dataset):
-        path = Path(dataset)
-        path = path / "questions.jsonl" if path.is_dir() else path
-        if not path.is_file():
-            raise FileNotFoundError(f"{dataset}: no questions.jsonl (give a `rulegym generate` directory)")
-        self.by_id, self.by_text = {}, {}
-        with open(path, encoding="utf-8") as f:
-            for line in f:
-                if line.strip():
-                    q = json.loads(line)
-                    self.by_id[q["id"]] = self.by_text[q["question"]] = (q["question"], list(q["answers"]))
-        self.longest_first = sorted(self.by_text, key=len, reverse=True)
-        self.found: dict = {}
-
-    def asked_in(self, text: str) -> Optional[str]:
-        """The dataset question a prompt asks: the text itself, or what follows its last
-        ``Question:``, when that is a question; else the question occurring in the text that
-        ends last (a prompt ends with its question; few-shot examples come before it), the
-        longest of those that end there."""
-        if text in self.found:
-            return self.found[text]
-        tail = text.rsplit("Question:", 1)[-1].strip()
-        for candidate in (text, text.strip(), tail):
-            if candidate in self.by_text:
-                self.found[text] = candidate
-                return candidate
-        best, best_end = None, -1
-        for q in self.longest_first:
-            at = text.rfind(q)
-            if at >= 0 and at + len(q) > best_end:
-                best, best_end = q, at + len(q)
-        self.found[text] = best
-        return best
-
-
-def _trl_row(row: dict, column: str, questions: Optional[_Questions]):
-    """A plain audit row of one logged completion, or the reason it cannot be audited."""
+def _trl_row(row: dict, column: str, step: Any, have_dataset: bool):
+    """A plain audit line of one logged completion (the gold answers found by the audit from
+    its ``answers``, ``id``, ``question`` or prompt), or the reason it cannot be audited."""
     from .trl import completion_text
 
     reward = row.get(column)
@@ -422,29 +386,19 @@ def _trl_row(row: dict, column: str, questions: Optional[_Questions]):
         response = completion_text(completion if completion is not None else "")
     except TypeError as e:
         return None, str(e)
-    out = {"response": response, "reward": reward}
+    out = {"response": response, "reward": reward, "prompt": _prompt_text(row.get("prompt"))}
+    if step is not None:
+        out["step"] = step
     rid, question, answers = (row.get(k) for k in GOLD_COLUMNS)
     if answers is not None and not (isinstance(answers, float) and math.isnan(answers)):
         out["answers"] = [str(a) for a in answers] if isinstance(answers, list) else str(answers)
-        out["question"] = question if isinstance(question, str) else _prompt_text(row.get("prompt"))
-        return out, None
-    if questions is None:
+    elif not have_dataset:
         return None, ("no gold answers: pass dataset= (the `rulegym generate` directory), or log "
                       "an `answers` column with log_extra")
     if rid is not None:
-        if str(rid) not in questions.by_id:
-            return None, f"no question with id {rid!r} in the dataset"
-        out["question"], out["answers"] = questions.by_id[str(rid)]
-        return out, None
+        out["id"] = str(rid)
     if isinstance(question, str):
-        if question not in questions.by_text:
-            return None, f"no question {question!r} in the dataset"
-        out["question"], out["answers"] = question, questions.by_text[question][1]
-        return out, None
-    found = questions.asked_in(_prompt_text(row.get("prompt")))
-    if found is None:
-        return None, "no question of the dataset occurs in the prompt"
-    out["question"], out["answers"] = found, questions.by_text[found][1]
+        out["question"] = question
     return out, None
 
 
@@ -475,7 +429,12 @@ def audit_trl_completions(path, dataset=None, reward: Optional[str] = None,
     ``repeated_steps`` (files skipped because they repeat the previous step's rows: TRL logs the
     same generation batch again when it is reused, ``num_iterations > 1``) and ``by_step``
     (``rollouts``, ``diverge``, ``overpaid`` of each step)."""
-    questions = _Questions(dataset) if dataset is not None else None
+    if dataset is not None:
+        dataset = Path(dataset)
+        if dataset.name == "questions.jsonl" and dataset.is_file():
+            dataset = dataset.parent
+        if not (dataset / "questions.jsonl").is_file():
+            raise FileNotFoundError(f"{dataset}: no questions.jsonl (give a `rulegym generate` directory)")
     tables = []
     for file in _trl_files(path):
         rows = _read_parquet(file)
@@ -505,7 +464,6 @@ def audit_trl_completions(path, dataset=None, reward: Optional[str] = None,
                          f"(reward columns: {', '.join(rewards) or 'none'})")
 
     lines, origins, errors, steps, repeated = [], [], [], [], []
-    by_step_lines: dict = {}
     previous, n = None, 0
     for step, rows in tables:
         body = json.dumps([{k: v for k, v in r.items() if k != "step"} for r in rows], default=str)
@@ -516,16 +474,15 @@ def audit_trl_completions(path, dataset=None, reward: Optional[str] = None,
         steps.append(step)
         for i, row in enumerate(rows, 1):
             n += 1
-            line, problem = _trl_row(row, reward, questions)
+            line, problem = _trl_row(row, reward, step, dataset is not None)
             where = {"line": n, "step": step, "row": i}
             if problem is not None:
                 errors.append({**where, "message": problem})
                 continue
             lines.append(json.dumps(line))
             origins.append(where)
-            by_step_lines.setdefault(step, []).append(line)
 
-    report = audit_rewards(lines, None, tolerance)
+    report = audit_rewards(lines, dataset, tolerance)
     for cls in report["by_property"].values():
         for example in cls["examples"]:
             example.update(origins[example["line"] - 1])
@@ -535,8 +492,7 @@ def audit_trl_completions(path, dataset=None, reward: Optional[str] = None,
     report["reward_column"] = reward
     report["steps"] = steps
     report["repeated_steps"] = repeated
-    report["by_step"] = {}
-    for step in steps:
-        part = audit_rewards(by_step_lines.get(step, []), None, tolerance)
-        report["by_step"][step] = {k: part[k] for k in ("rollouts", "diverge", "overpaid")}
+    counted = {s.pop("step"): s for s in report.get("by_step", [])}
+    report["by_step"] = {step: counted.get(step, {"rollouts": 0, "diverge": 0, "overpaid": 0.0})
+                         for step in steps}
     return report

@@ -4,9 +4,10 @@
 use crate::prelude::*;
 use rulegym::rewardcheck::audit;
 
-/// Audits `rollouts` (JSON texts, one per rollout: `{"id" or "question", "response", "reward"
-/// [, "answers"]}` or verl's dump lines) against rulegym's exact reward, the gold answers of
-/// an id or a question text looked up in `dataset`. The report as a dict.
+/// Audits `rollouts` (JSON texts, one per rollout: `{"id" or "question" or "prompt",
+/// "response", "reward"[, "answers"][, "step"]}` or verl's dump lines) against rulegym's exact
+/// reward, the gold answers of an id, a question text or a prompt looked up in `dataset`. The
+/// report as a dict.
 #[pyfunction]
 #[pyo3(signature = (rollouts, dataset=None, tolerance=audit::DEFAULT_TOLERANCE))]
 pub(crate) fn audit_rewards<'py>(
@@ -15,21 +16,9 @@ pub(crate) fn audit_rewards<'py>(
     dataset: Option<std::path::PathBuf>,
     tolerance: f64,
 ) -> PyResult<Bound<'py, PyAny>> {
-    if tolerance.is_nan() || tolerance < 0.0 {
-        return Err(err(format!(
-            "tolerance {tolerance} is not a non-negative number"
-        )));
-    }
+    let text = rollouts.join("\n");
     let report = py
-        .allow_threads(|| {
-            let gold = match &dataset {
-                Some(dir) => audit::GoldLookup::new(&rulegym::dataset::load_questions(dir)?),
-                None => audit::GoldLookup::default(),
-            };
-            let text = rollouts.join("\n");
-            let (lines, errors) = audit::read_log(&text, &gold);
-            Ok::<_, rulegym::Error>(audit::audit(&lines, errors, tolerance))
-        })
+        .allow_threads(|| audit::audit_log(&text, dataset.as_deref(), tolerance))
         .map_err(err)?;
     to_py(py, &report)
 }
