@@ -17,11 +17,12 @@
 //! `max_lifetime` is closed gracefully after its current request.
 //!
 //! Concurrent requests are batched: handlers hand their queries to one batcher thread, which
-//! takes up to `max_batch` queries (and `max_batch_chars` characters) of everything pending, an
-//! equal share of each request, encodes them in one pass and runs one search, and answers each request once all its queries are
-//! found: a request of thousands of queries is served a batch at a time, so requests arriving
-//! meanwhile wait for one batch, not for all of it, and a request whose client went away is
-//! dropped between batches. Scores are bit-identical whatever the batch (see
+//! takes up to `max_batch` queries (and `max_batch_chars` characters) of everything pending,
+//! encodes them in one pass and runs one search, and answers each request once all its queries
+//! are found. The oldest request takes up to an eighth of each batch, then the requests with the
+//! fewest queries left theirs (`plan_round`): a request of thousands of queries is served a
+//! batch at a time, so a request arriving meanwhile waits for one batch, not for all of it, and
+//! a request whose client went away is dropped between batches. Scores are bit-identical whatever the batch (see
 //! [`kernel`](super::kernel); the dense encoder is batch-invariant), so batching never changes
 //! an answer.
 
@@ -134,34 +135,53 @@ impl Pending {
     }
 }
 
-/// How many queries of each pending job the next search takes: one query of each job in
-/// arrival order, again and again, until `max_batch` queries or `max_chars` characters (at
-/// least one query), or no job has more. `remaining[i]` lists the lengths in characters of job
-/// i's queries not yet searched. A request of thousands of queries is thus searched a bounded
-/// batch at a time, and a request arriving meanwhile gets an equal share of the next batch
-/// instead of waiting for all of it; the character bound keeps a batch of long queries (a
-/// dense encoder's cost grows with their tokens) to a fraction of a second.
-fn plan_round(remaining: &[Vec<usize>], max_batch: usize, max_chars: usize) -> Vec<usize> {
-    let mut take = vec![0; remaining.len()];
+/// How many queries of each pending job the next search takes, at most `max_batch` queries
+/// and `max_chars` characters (at least one query). `lens[i]` lists the lengths in characters
+/// of the next queries of job i (in arrival order), `left[i]` how many it has left. The oldest
+/// job takes up to an eighth of the batch first, so it always progresses; then the jobs with
+/// the fewest queries left take theirs, oldest first on a tie. A request arriving while one of
+/// thousands of queries is served is thus in the next batch (shortest first: the least mean
+/// waiting), equal requests are served first come first served, and the character bound keeps
+/// a batch of long queries (a dense encoder's cost grows with their tokens) short.
+fn plan_round(
+    lens: &[Vec<usize>],
+    left: &[usize],
+    max_batch: usize,
+    max_chars: usize,
+) -> Vec<usize> {
+    let mut take = vec![0; lens.len()];
     let (mut count, mut chars) = (0usize, 0usize);
-    loop {
-        let mut progressed = false;
-        for (t, lens) in take.iter_mut().zip(remaining) {
-            let Some(&len) = lens.get(*t) else {
-                continue;
-            };
-            if count == max_batch || (count > 0 && chars.saturating_add(len) > max_chars) {
-                return take;
+    // Adds job i's next queries while it holds fewer than `limit` and the batch fewer than
+    // `max_queries` queries and `max_chars` characters (an empty batch takes one query anyway).
+    let mut grab =
+        |i: usize, limit: usize, max_queries: usize, max_chars: usize, take: &mut [usize]| {
+            while take[i] < limit.min(lens[i].len()) {
+                let len = lens[i][take[i]];
+                if count >= max_queries || (count > 0 && chars.saturating_add(len) > max_chars) {
+                    return;
+                }
+                take[i] += 1;
+                count += 1;
+                chars = chars.saturating_add(len);
             }
-            *t += 1;
-            count += 1;
-            chars = chars.saturating_add(len);
-            progressed = true;
-        }
-        if !progressed {
-            return take;
-        }
+        };
+    if lens.is_empty() {
+        return take;
     }
+    // The oldest job's eighth, of both bounds.
+    grab(
+        0,
+        usize::MAX,
+        (max_batch / 8).max(1),
+        max_chars / 8,
+        &mut take,
+    );
+    let mut order: Vec<usize> = (0..lens.len()).collect();
+    order.sort_by_key(|&i| (left[i], i));
+    for i in order {
+        grab(i, usize::MAX, max_batch, max_chars, &mut take);
+    }
+    take
 }
 
 /// Runs the batcher: blocks for a job when idle, adds every job pending, searches the next
@@ -199,7 +219,8 @@ fn batcher(index: Arc<SearchIndex>, max_batch: usize, max_chars: usize, rx: mpsc
                     .collect()
             })
             .collect();
-        let take = plan_round(&remaining, max_batch, max_chars);
+        let left: Vec<usize> = pending.iter().map(Pending::remaining).collect();
+        let take = plan_round(&remaining, &left, max_batch, max_chars);
         let k = pending
             .iter()
             .zip(&take)
@@ -491,34 +512,36 @@ mod tests {
     use super::plan_round;
 
     #[test]
-    fn a_round_gives_every_pending_request_a_share() {
-        let jobs =
-            |counts: &[usize]| -> Vec<Vec<usize>> { counts.iter().map(|&n| vec![10; n]).collect() };
+    fn a_round_serves_the_shortest_requests_and_the_oldest() {
+        let plan = |counts: &[usize], max_batch: usize, max_chars: usize| {
+            let lens: Vec<Vec<usize>> =
+                counts.iter().map(|&n| vec![10; n.min(max_batch)]).collect();
+            plan_round(&lens, counts, max_batch, max_chars)
+        };
         // A request of 4,096 queries and a late one of 1: both are in the first batch.
-        assert_eq!(plan_round(&jobs(&[4096, 1]), 256, usize::MAX), [255, 1]);
-        // Equal shares while each job has queries, then the rest shared by the others.
+        assert_eq!(plan(&[4096, 1], 256, usize::MAX), [255, 1]);
+        // The oldest takes an eighth, then the shortest first.
+        assert_eq!(plan(&[300, 300, 10], 256, usize::MAX), [246, 0, 10]);
+        // Equal requests: first come, first served (whole requests, as a queue would).
         assert_eq!(
-            plan_round(&jobs(&[300, 300, 10]), 256, usize::MAX),
-            [123, 123, 10]
+            plan(&[32; 12], 256, usize::MAX),
+            [32, 32, 32, 32, 32, 32, 32, 32, 0, 0, 0, 0]
         );
         // Everything fits: everything is taken.
-        assert_eq!(plan_round(&jobs(&[3, 5, 1]), 256, usize::MAX), [3, 5, 1]);
-        // More requests than the batch holds: the earliest, one query each.
-        assert_eq!(
-            plan_round(&jobs(&[2, 2, 2, 2]), 3, usize::MAX),
-            [1, 1, 1, 0]
-        );
-        assert_eq!(plan_round(&[], 256, 100), Vec::<usize>::new());
+        assert_eq!(plan(&[3, 5, 1], 256, usize::MAX), [3, 5, 1]);
+        assert_eq!(plan(&[], 256, 100), Vec::<usize>::new());
         // The character bound: 10-character queries, 45 characters.
-        assert_eq!(plan_round(&jobs(&[100, 100]), 256, 45), [2, 2]);
+        assert_eq!(plan(&[100, 100], 256, 45), [4, 0]);
         // One query longer than the bound still goes alone, never zero.
-        assert_eq!(plan_round(&[vec![1000, 5], vec![5]], 256, 100), [1, 0]);
-        for (remaining, max) in [(jobs(&[7, 0, 9000, 1, 33]), 256), (jobs(&[1; 300]), 256)] {
-            let take = plan_round(&remaining, max, usize::MAX);
+        assert_eq!(
+            plan_round(&[vec![1000, 5], vec![5]], &[2, 1], 256, 100),
+            [1, 0]
+        );
+        for (counts, max) in [(vec![7, 0, 9000, 1, 33], 256), (vec![1; 300], 256)] {
+            let take = plan(&counts, max, usize::MAX);
             let total: usize = take.iter().sum();
-            let asked: usize = remaining.iter().map(Vec::len).sum();
-            assert_eq!(total, max.min(asked));
-            assert!(take.iter().zip(&remaining).all(|(t, r)| *t <= r.len()));
+            assert_eq!(total, max.min(counts.iter().sum()));
+            assert!(take.iter().zip(&counts).all(|(t, r)| t <= r));
         }
     }
 }
