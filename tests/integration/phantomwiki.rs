@@ -166,6 +166,32 @@ fn extended_shapes_dir() -> tempfile::TempDir {
     dir
 }
 
+/// The PhantomEnvironments fork's comparisons with long chains on both sides (295 x 67 people):
+/// its gold is the winner of one pairing, past the 17,600th; every pairing counts, so both are
+/// ambiguous (tests/fixtures/phantomenvs-n1029-seed1/README.md), through the CLI.
+#[test]
+fn long_chain_comparisons_of_the_phantomenvs_fork_are_ambiguous() {
+    let dir = fixture("phantomenvs-n1029-seed1");
+    let out = run_ok(
+        rulegym()
+            .args(["phantomwiki", "verify", "--compact"])
+            .arg(&dir),
+    );
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(report["people"], 1029);
+    let counts = [
+        "questions",
+        "agree",
+        "disagree",
+        "errors",
+        "ambiguous",
+        "malformed",
+    ]
+    .map(|k| report[k].as_u64().unwrap());
+    assert_eq!(counts, [2, 0, 0, 0, 2, 0], "{report:#}");
+    assert_eq!(report["oracle_disagree"], 0);
+}
+
 /// The extended shapes of public PhantomWiki extensions over the n100 universe: every answer was
 /// worked out by hand (tests/fixtures/phantomwiki-extended-shapes/README.md).
 #[test]
