@@ -68,7 +68,10 @@ a14dc3a4, 2025-10-29; pass `--search-r1-commit` when DIR is not a git work tree)
 
 Full run: the index builds dominate (about 110,000 passages encoded by each side; Search-R1's
 builder encoded about 10 passages/s on this 2-core machine at load average 5-8, i.e. hours for
-the synthetic corpus; `--corpora universe` and `--corpora synthetic` can run separately), then
+the synthetic corpus; `--corpora universe` and `--corpora synthetic` can run separately;
+`--peer-index rulegym-vectors` gives Search-R1's server a faiss IndexFlatIP of the rulegym
+index's passage vectors instead of running its builder, and `--reuse-rulegym-index` reuses an
+index another rulegym binary built), then
 2 corpora x 8 cells x 2 servers of >= 25 s each plus drains:
     target/searchr1-venv/bin/python scripts/bench-retrieval-searchr1.py \\
         --search-r1 target/searchr1-bench/Search-R1 --rulegym target/release/rulegym
@@ -234,6 +237,47 @@ def synthetic_corpus(args, d: Path) -> dict:
                 st = qrng.randrange(0, max(1, len(toks) - m))
                 fq.write(json.dumps({"query": " ".join(toks[st:st + m]), "target": str(i)}) + "\n")
     return {"passages": n, "vocabulary": len(words)}
+
+
+# A flat rulegym index file's vectors as a faiss IndexFlatIP, for `--peer-index rulegym-vectors`
+# (run by the peer's interpreter, which has faiss). The file layout is documented in
+# src/retrieval/index_file.rs: magic, u32 version, u64 header length, JSON header, vocabulary
+# (12 bytes per entry), documents (u32 id length, u32 contents length, bytes), then the vectors
+# in blocks of 16 rows, transposed and zero-padded.
+FAISS_FROM_RULEGYM = r"""
+import json, sys
+import faiss, numpy as np
+src, corpus, dst = sys.argv[1:4]
+buf = memoryview(open(src, "rb").read())
+assert bytes(buf[:12]) == b"RULEGYM-IDX\0", "not a rulegym index"
+hlen = int.from_bytes(buf[16:24], "little")
+header = json.loads(bytes(buf[24:24 + hlen]))
+assert header["kind"] == "flat", header["kind"]
+n, dim = header["count"], header["dim"]
+off = 24 + hlen + 12 * header["vocab_len"]
+ids = []
+for _ in range(n):
+    il = int.from_bytes(buf[off:off + 4], "little")
+    cl = int.from_bytes(buf[off + 4:off + 8], "little")
+    ids.append(bytes(buf[off + 8:off + 8 + il]).decode())
+    off += 8 + il + cl
+blocks = -(-n // 16)
+packed = np.frombuffer(buf[off:off + blocks * dim * 16 * 4], dtype="<f4")
+vectors = packed.reshape(blocks, dim, 16).transpose(0, 2, 1).reshape(blocks * 16, dim)[:n]
+lines = [json.loads(line)["id"] for line in open(corpus)]
+assert ids == lines, "the index's documents are not the corpus lines in order"
+index = faiss.IndexFlatIP(dim)
+index.add(np.ascontiguousarray(vectors, dtype=np.float32))
+faiss.write_index(index, dst)
+print(json.dumps({"vectors": n, "dim": dim}))
+"""
+
+
+def faiss_from_rulegym(python: str, ridx: Path, corpus: Path, sidx: Path, log_path: Path) -> dict:
+    cmd = [python, "-c", FAISS_FROM_RULEGYM, str(ridx), str(corpus), str(sidx)]
+    wall = run_cmd(cmd, log_path)
+    return {"build_s": round(wall, 2), "from": str(ridx),
+            "cmd": "faiss.IndexFlatIP over the rulegym index's vectors (FAISS_FROM_RULEGYM)"}
 
 
 # ---------------------------------------------------------------------------------------------
@@ -635,6 +679,13 @@ def main() -> None:
     ap.add_argument("--idle-max", type=float, default=900.0,
                     help="after a cell, wait at most this long for its server to go idle")
     ap.add_argument("--start-timeout", type=float, default=900.0)
+    ap.add_argument("--peer-index", choices=["builder", "rulegym-vectors"], default="builder",
+                    help="how Search-R1's faiss index is made: its own index_builder.py "
+                         "(default), or a faiss IndexFlatIP over the rulegym index's passage "
+                         "vectors (hours less on a CPU; the servers' query paths are unchanged)")
+    ap.add_argument("--reuse-rulegym-index", action="store_true",
+                    help="reuse a cached rulegym index built by another rulegym binary from the "
+                         "same corpus and model (serve checks the encoder identity)")
     ap.add_argument("--rebuild", action="store_true", help="ignore cached corpora and indexes")
     ap.add_argument("--out", help="also write everything printed on stdout to this file")
     args = ap.parse_args()
@@ -688,24 +739,42 @@ def main() -> None:
         ridx = d / "rulegym.idx"
         rcmd = [args.rulegym, "index", "--corpus", str(d / "corpus.jsonl"), "--encoder",
                 f"bert:{args.model}", "--kind", "flat", "--out", str(ridx)]
-        rinfo = cached(ridx, {"corpus": corpus_sha, "rulegym_sha256": rulegym_sha,
-                              "model_sha256": model_sha},
+        rkey = {"corpus": corpus_sha, "rulegym_sha256": rulegym_sha, "model_sha256": model_sha}
+        stamp = ridx.with_name(ridx.name + ".stamp.json")
+        if args.reuse_rulegym_index and ridx.exists() and stamp.exists():
+            # Built by another rulegym binary: `rulegym serve` refuses an index whose encoder
+            # identity (bert-v2:...) is not its own, so a reused index is a valid one.
+            old = json.loads(stamp.read_text())
+            if {k: v for k, v in old["key"].items() if k != "rulegym_sha256"} == \
+                    {k: v for k, v in rkey.items() if k != "rulegym_sha256"}:
+                rkey["rulegym_sha256"] = old["key"]["rulegym_sha256"]
+                log(f"reusing {ridx} built by rulegym {rkey['rulegym_sha256'][:12]}")
+        rinfo = cached(ridx, rkey,
                        lambda: {"build_s": round(run_cmd(rcmd, d / "rulegym-index.log"), 2),
                                 "cmd": shlex.join(rcmd)}, args.rebuild)
         sdir = d / "searchr1-index"
-        scmd = [args.python, str(peer_dir / "index_builder.py"), "--retrieval_method", "minilm",
-                "--model_path", args.model, "--corpus_path", str(d / "corpus.jsonl"),
-                "--save_dir", str(sdir), "--max_length", "256",
-                "--batch_size", str(args.index_batch_size), "--pooling_method", "mean",
-                "--faiss_type", "Flat"]
         sidx = sdir / "minilm_Flat.index"
         sdir.mkdir(exist_ok=True)
-        sinfo = cached(sidx, {"corpus": corpus_sha, "patch": patch_sha, "model_sha256": model_sha,
-                              "batch": args.index_batch_size},
-                       lambda: {"build_s": round(run_cmd(scmd, d / "searchr1-index.log", env), 2),
-                                "cmd": shlex.join(scmd)}, args.rebuild)
+        if args.peer_index == "rulegym-vectors":
+            sinfo = cached(sidx, {"corpus": corpus_sha, "from": "rulegym-vectors",
+                                  "rulegym_index_sha256": sha256_file(ridx)},
+                           lambda: faiss_from_rulegym(args.python, ridx, d / "corpus.jsonl",
+                                                      sidx, d / "searchr1-index.log"),
+                           args.rebuild)
+        else:
+            scmd = [args.python, str(peer_dir / "index_builder.py"), "--retrieval_method",
+                    "minilm", "--model_path", args.model, "--corpus_path",
+                    str(d / "corpus.jsonl"), "--save_dir", str(sdir), "--max_length", "256",
+                    "--batch_size", str(args.index_batch_size), "--pooling_method", "mean",
+                    "--faiss_type", "Flat"]
+            sinfo = cached(sidx, {"corpus": corpus_sha, "patch": patch_sha,
+                                  "model_sha256": model_sha, "batch": args.index_batch_size},
+                           lambda: {"build_s": round(run_cmd(scmd, d / "searchr1-index.log",
+                                                             env), 2),
+                                    "cmd": shlex.join(scmd)}, args.rebuild)
         builds[corpus] = {"passages": cinfo.get("passages"), "queries_in_pool": len(pool),
-                          "corpus": cinfo, "rulegym_index": rinfo, "searchr1_index": sinfo}
+                          "corpus": cinfo, "rulegym_index": rinfo, "searchr1_index": sinfo,
+                          "peer_index": args.peer_index}
         emit(json.dumps({"kind": "build", "corpus": corpus, **builds[corpus]}))
 
         rg = Server("rulegym", [args.rulegym, "serve", "--index", str(ridx), "--host",
