@@ -25,13 +25,24 @@ pub(super) async fn http_mcp(State(app): State<Arc<App>>, body: axum::body::Byte
                 .into_response();
         }
     };
-    // A refused session is answered as every server refuses one: 503 with Retry-After.
-    if request.get("method").and_then(Value::as_str) == Some("openenv/session/create")
-        && let Some(why) = app.sessions.refusal()
-    {
-        return refusal_response(&why);
+    // A refused session is answered as every server refuses one: 503 with Retry-After. The
+    // admission itself decides (a check before it could pass for two requests racing for the
+    // last slot, and the loser would get a JSON-RPC error in a 200).
+    if request.get("method").and_then(Value::as_str) == Some("openenv/session/create") {
+        let id = request.get("id").cloned().unwrap_or(Value::Null);
+        return match create_session(&app) {
+            Ok(sid) => Json(rpc_ok(&id, json!({"session_id": sid}))).into_response(),
+            Err(why) => refusal_response(&why),
+        };
     }
     Json(rpc(&app, request, None).await).into_response()
+}
+
+/// Admits a new session (`openenv/session/create`): its id, or why it was refused.
+fn create_session(app: &App) -> Result<String, crate::sessions::SessionError> {
+    let sid = app.session_id();
+    app.sessions.admit(sid.clone(), Session::new())?;
+    Ok(sid)
 }
 
 /// Answers one JSON-RPC request of OpenEnv's `/mcp` (HTTP) or a WebSocket `mcp` message
@@ -61,13 +72,10 @@ pub(super) async fn rpc(app: &Arc<App>, request: Value, bound: Option<&Arc<Sessi
         }
     };
     match method {
-        "openenv/session/create" => {
-            let sid = app.session_id();
-            match app.sessions.admit(sid.clone(), Session::new()) {
-                Ok(()) => rpc_ok(&id, json!({"session_id": sid})),
-                Err(e) => rpc_err(&id, -32000, e.to_string()),
-            }
-        }
+        "openenv/session/create" => match create_session(app) {
+            Ok(sid) => rpc_ok(&id, json!({"session_id": sid})),
+            Err(e) => rpc_err(&id, -32000, e.to_string()),
+        },
         "openenv/session/close" => match params.get("session_id").and_then(Value::as_str) {
             Some(sid) => {
                 let sid = sid.to_owned();
