@@ -151,35 +151,28 @@ fn plan_round(
 ) -> Vec<usize> {
     let mut take = vec![0; lens.len()];
     let (mut count, mut chars) = (0usize, 0usize);
-    // Adds job i's next queries while it holds fewer than `limit` and the batch fewer than
-    // `max_queries` queries and `max_chars` characters (an empty batch takes one query anyway).
-    let mut grab =
-        |i: usize, limit: usize, max_queries: usize, max_chars: usize, take: &mut [usize]| {
-            while take[i] < limit.min(lens[i].len()) {
-                let len = lens[i][take[i]];
-                if count >= max_queries || (count > 0 && chars.saturating_add(len) > max_chars) {
-                    return;
-                }
-                take[i] += 1;
-                count += 1;
-                chars = chars.saturating_add(len);
+    // Adds job i's next queries while the batch holds fewer than `max_queries` queries and
+    // `max_chars` characters (an empty batch takes one query anyway).
+    let mut grab = |i: usize, max_queries: usize, max_chars: usize, take: &mut [usize]| {
+        while take[i] < lens[i].len() {
+            let len = lens[i][take[i]];
+            if count >= max_queries || (count > 0 && chars.saturating_add(len) > max_chars) {
+                return;
             }
-        };
+            take[i] += 1;
+            count += 1;
+            chars = chars.saturating_add(len);
+        }
+    };
     if lens.is_empty() {
         return take;
     }
     // The oldest job's eighth, of both bounds.
-    grab(
-        0,
-        usize::MAX,
-        (max_batch / 8).max(1),
-        max_chars / 8,
-        &mut take,
-    );
+    grab(0, (max_batch / 8).max(1), max_chars / 8, &mut take);
     let mut order: Vec<usize> = (0..lens.len()).collect();
     order.sort_by_key(|&i| (left[i], i));
     for i in order {
-        grab(i, usize::MAX, max_batch, max_chars, &mut take);
+        grab(i, max_batch, max_chars, &mut take);
     }
     take
 }

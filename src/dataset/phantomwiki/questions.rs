@@ -392,43 +392,31 @@ fn differ(choices: &[BTreeSet<String>]) -> bool {
 /// The distinct answers of the pairings of a member of `xs` with a member of `ys` (the one
 /// born first, or last; both on a tie; the person alone when paired with themself), sorted.
 /// Every pairing is accounted for without enumerating the pairs (sides of a few hundred
-/// people each, as long friend chains give, make ~10^5 pairings): `x` wins a pairing exactly
-/// when it is on both sides or beats the other side's weakest date, and a tie pairs two
-/// people of equal dates from the two sides.
+/// people each, as long friend chains give, make ~10^5 pairings): a person alone is a winner
+/// of some pairing ([`pairing_winners`], linear in the sides) or on both sides, and a tie
+/// pairs two people of equal dates from the two sides.
 fn pairing_choices(
     u: &Universe,
     xs: &[PersonId],
     ys: &[PersonId],
     oldest: bool,
 ) -> BTreeSet<Vec<PersonId>> {
-    let dob = |p: PersonId| u.person(p).dob.as_str();
-    let beats = |a: &str, b: &str| if oldest { a < b } else { a > b };
-    let weakest = |side: &[PersonId]| {
-        side.iter()
-            .map(|&p| dob(p))
-            .reduce(|w, d| if beats(w, d) { d } else { w })
-    };
-    let (Some(wx), Some(wy)) = (weakest(xs), weakest(ys)) else {
-        return BTreeSet::new();
-    };
-    let (in_xs, in_ys): (BTreeSet<PersonId>, BTreeSet<PersonId>) =
-        (xs.iter().copied().collect(), ys.iter().copied().collect());
-    let mut choices: BTreeSet<Vec<PersonId>> = BTreeSet::new();
-    for (side, other, weakest_other) in [(&in_xs, &in_ys, wy), (&in_ys, &in_xs, wx)] {
-        for &p in side {
-            if other.contains(&p) || beats(dob(p), weakest_other) {
-                choices.insert(vec![p]);
-            }
-        }
-    }
+    use crate::question::query::pairing_winners;
+    let in_ys: BTreeSet<PersonId> = ys.iter().copied().collect();
+    let mut choices: BTreeSet<Vec<PersonId>> = pairing_winners(u, xs, ys, oldest)
+        .into_iter()
+        .chain(xs.iter().copied().filter(|p| in_ys.contains(p)))
+        .map(|p| vec![p])
+        .collect();
     // Ties: people of one date on the two sides, each pair of distinct people.
-    let mut by_date: BTreeMap<&str, (Vec<PersonId>, Vec<PersonId>)> = BTreeMap::new();
-    for &x in &in_xs {
-        by_date.entry(dob(x)).or_default().0.push(x);
+    let dob = |p: PersonId| u.person(p).dob.as_str();
+    let mut by_date: BTreeMap<&str, (BTreeSet<PersonId>, BTreeSet<PersonId>)> = BTreeMap::new();
+    for &x in xs {
+        by_date.entry(dob(x)).or_default().0.insert(x);
     }
     for &y in &in_ys {
         if let Some(entry) = by_date.get_mut(dob(y)) {
-            entry.1.push(y);
+            entry.1.insert(y);
         }
     }
     for (left, right) in by_date.values() {
