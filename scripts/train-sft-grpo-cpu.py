@@ -972,7 +972,12 @@ def parse_args(argv=None):
                          "a CPU with AVX512-BF16)")
     ap.add_argument("--side-by-side", action="store_true",
                     help="run the two GRPO arms (and then their evaluations) at once, as two processes of "
-                         "--threads/2 threads each: the same wall budget under the same load for both")
+                         "--threads/2 threads each: the same wall budget under the same load for both "
+                         "(needs 2 x --arm-memory-gb of memory)")
+    ap.add_argument("--arm-memory-gb", type=float, default=14.0,
+                    help="what one GRPO process may take (measured here: 13.9 GB resident at --micro-batch 4 "
+                         "and 1,024-token completions); --side-by-side refuses to start two arms without "
+                         "twice this")
     ap.add_argument("--work", type=Path, default=None, help="artifacts [default: $TMPDIR/rulegym-sft-grpo]")
     ap.add_argument("--out", type=Path, default=None, help="[default: benchmarks/train-sft-grpo-cpu.json]")
     ap.add_argument("--time-budget", type=float, default=0, help="seconds per GRPO arm (0: none)")
@@ -998,6 +1003,11 @@ def parse_args(argv=None):
                        for h in range(1, args.max_hops + 1)]
     if not args.smoke and args.n_heldout < 100:
         raise SystemExit("--n-heldout must be at least 100 (use --smoke for a quick check)")
+    total_gb = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 1e9
+    if args.side_by_side and not args.smoke and total_gb < 2 * args.arm_memory_gb:
+        raise SystemExit(f"--side-by-side: two GRPO arms need ~{2 * args.arm_memory_gb:.0f} GB (--arm-memory-gb "
+                         f"{args.arm_memory_gb:g} each), this machine has {total_gb:.0f} GB: run them one after the "
+                         "other (without --side-by-side), or lower --micro-batch and --arm-memory-gb")
     unknown = set(args.stages.split(",")) - set(STAGES) - {"all"}
     if unknown:
         raise SystemExit(f"unknown stages {sorted(unknown)} (of {STAGES})")
