@@ -1,0 +1,106 @@
+"""Pieces of ``scripts/train-sft-grpo-cpu.py`` (issue 46's SFT -> GRPO pipeline) that its speed or
+its bookkeeping rests on, checked with tiny models:
+
+* the grouped one-token attention its models decode with gives sdpa's outputs (directly, on a
+  padded batch, and through ``generate``: the same greedy tokens and logits);
+* ``--side-by-side`` children get the parent's options less the ones each child sets itself.
+"""
+
+import importlib.util
+from pathlib import Path
+
+import pytest
+from conftest import import_or_skip
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(scope="module")
+def script():
+    spec = importlib.util.spec_from_file_location("train_sft_grpo", REPO / "scripts" / "train-sft-grpo-cpu.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+class Heads:
+    """What the attention function reads of its module (Llama's attention layer)."""
+
+    def __init__(self, groups):
+        self.num_key_value_groups = groups
+        self.is_causal = True
+        self.training = False
+
+
+def padded_mask(torch, batch, length, pads):
+    """sdpa's boolean mask for one query position over `length` keys, row i left-padded by pads[i]."""
+    mask = torch.ones(batch, 1, 1, length, dtype=torch.bool)
+    for i, p in enumerate(pads):
+        mask[i, :, :, :p] = False
+    return mask
+
+
+def test_one_token_step_equals_sdpa_on_a_padded_batch(script):
+    torch = import_or_skip("torch")
+    import_or_skip("transformers")
+    from transformers.integrations.sdpa_attention import sdpa_attention_forward
+
+    torch.manual_seed(0)
+    batch, heads, kv_heads, length, dim = 3, 6, 2, 17, 8
+    query = torch.randn(batch, heads, 1, dim)
+    key = torch.randn(batch, kv_heads, length, dim)
+    value = torch.randn(batch, kv_heads, length, dim)
+    for mask in (None, padded_mask(torch, batch, length, [0, 4, 9])):
+        ours, _ = script.grouped_attention(Heads(heads // kv_heads), query, key, value, mask)
+        theirs, _ = sdpa_attention_forward(Heads(heads // kv_heads), query, key, value, mask)
+        assert ours.shape == theirs.shape == (batch, 1, heads, dim)
+        torch.testing.assert_close(ours, theirs, rtol=1e-5, atol=1e-6)
+    # An additive float mask (what eager-style masks are) is added, not inverted.
+    additive = torch.zeros(batch, 1, 1, length)
+    additive[1, :, :, :5] = float("-inf")
+    ours, _ = script.grouped_attention(Heads(heads // kv_heads), query, key, value, additive)
+    theirs, _ = sdpa_attention_forward(Heads(heads // kv_heads), query, key, value, additive)
+    torch.testing.assert_close(ours, theirs, rtol=1e-5, atol=1e-6)
+
+
+def test_a_model_loaded_by_the_pipeline_generates_as_with_sdpa(script, tmp_path, monkeypatch):
+    torch = import_or_skip("torch")
+    import_or_skip("transformers")
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    torch.manual_seed(0)
+    config = LlamaConfig(vocab_size=101, hidden_size=48, intermediate_size=96, num_hidden_layers=2,
+                         num_attention_heads=6, num_key_value_heads=2, max_position_embeddings=128)
+    LlamaForCausalLM(config).save_pretrained(tmp_path / "model")
+    one_token_steps = []
+    grouped = script.grouped_attention
+
+    def counted(module, query, *args, **kwargs):
+        one_token_steps.append(query.shape[2] == 1)
+        return grouped(module, query, *args, **kwargs)
+
+    monkeypatch.setattr(script, "grouped_attention", counted)
+    ours = script.load_model(tmp_path / "model").eval()
+    theirs = LlamaForCausalLM.from_pretrained(tmp_path / "model", dtype=torch.float32, attn_implementation="sdpa").eval()
+    assert ours.config._attn_implementation == "grouped"
+    ids = torch.randint(3, 101, (4, 24))
+    mask = torch.ones_like(ids)
+    for i, pad in enumerate([0, 3, 7, 12]):
+        ids[i, :pad], mask[i, :pad] = 0, 0
+    runs = []
+    for model in (ours, theirs):
+        with torch.no_grad():
+            runs.append(model.generate(input_ids=ids, attention_mask=mask, max_new_tokens=16, do_sample=False,
+                                       pad_token_id=0, eos_token_id=None, output_logits=True,
+                                       return_dict_in_generate=True))
+    # 2 layers x (1 prefill + 15 one-token steps) went through the pipeline's attention.
+    assert one_token_steps.count(True) == 2 * 15 and one_token_steps.count(False) == 2
+    assert torch.equal(runs[0].sequences, runs[1].sequences)
+    for a, b in zip(runs[0].logits, runs[1].logits):
+        torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-5)
+
+
+def test_side_by_side_children_drop_the_options_they_set(script):
+    argv = ["--bf16", "--stages", "all", "--threads=2", "--out", "x.json", "--work", "w", "--grpo-lr", "3e-5"]
+    assert script.without_options(argv, {"--stages", "--threads", "--out"}) == [
+        "--bf16", "--work", "w", "--grpo-lr", "3e-5"]
