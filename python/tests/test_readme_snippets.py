@@ -293,7 +293,7 @@ GUIDE_BLOCKS = {
     "(benchmarks/ holds their results and logs)",
     "scripts/train-sft-grpo-cpu.py --smoke": "not run: training (~3 min smoke, hours in full); "
     "python/tests/test_sft.py and test_curriculum_trl.py run its pieces (SFTTrainer and "
-    "GRPOTrainer steps) with tiny models",
+    "GRPOTrainer steps) with tiny models, test_train_pipeline.py its decoding and side-by-side helpers",
 }
 
 

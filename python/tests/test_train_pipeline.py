@@ -81,7 +81,8 @@ def test_a_model_loaded_by_the_pipeline_generates_as_with_sdpa(script, tmp_path,
 
     monkeypatch.setattr(script, "grouped_attention", counted)
     ours = script.load_model(tmp_path / "model").eval()
-    theirs = LlamaForCausalLM.from_pretrained(tmp_path / "model", dtype=torch.float32, attn_implementation="sdpa").eval()
+    theirs = LlamaForCausalLM.from_pretrained(tmp_path / "model", dtype=torch.float32, attn_implementation="sdpa")
+    theirs.eval()
     assert ours.config._attn_implementation == "grouped"
     ids = torch.randint(3, 101, (4, 24))
     mask = torch.ones_like(ids)
