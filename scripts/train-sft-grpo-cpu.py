@@ -968,8 +968,8 @@ def parse_args(argv=None):
     ap.add_argument("--device", default="cpu", help="cpu, or cuda on a GPU machine (scripts/gpu-recipe.sh)")
     ap.add_argument("--vllm", action="store_true", help="GRPO generates with vLLM (colocated; needs --device cuda)")
     ap.add_argument("--bf16", action="store_true",
-                    help="bf16 autocast in training and evaluation, float32 weights (~1.9x faster training on "
-                         "a CPU with AVX512-BF16)")
+                    help="bf16 autocast in training and evaluation, float32 weights (a training step ~1.6x "
+                         "faster on a CPU with AVX512-BF16: scripts/bench-decode-cpu.py)")
     ap.add_argument("--side-by-side", action="store_true",
                     help="run the two GRPO arms (and then their evaluations) at once, as two processes of "
                          "--threads/2 threads each: the same wall budget under the same load for both "
