@@ -697,6 +697,15 @@ def grpo_step_logger(run: str, log_path: Path, steps: list, t0: float, env_cls=N
     return StepLog()
 
 
+def curriculum_config(args) -> dict:
+    """The library curriculum's config from the options; thresholds left out take the library's
+    defaults. The held-out universe's seed is excluded from its draws."""
+    thresholds = {"success_threshold": args.success_threshold, "failure_threshold": args.failure_threshold}
+    return {"seed": args.seed, "ladder": args.ladder, "window": args.curriculum_window,
+            **{k: v for k, v in thresholds.items() if v is not None},
+            "exclude_seeds": [args.heldout_seed], "questions_per_universe": args.questions_per_universe}
+
+
 def stage_grpo(work: Work, args, log_path: Path, curriculum: bool) -> dict:
     import torch
     from datasets import Dataset
@@ -716,9 +725,7 @@ def stage_grpo(work: Work, args, log_path: Path, curriculum: bool) -> dict:
     budget: dict = {}
     leak = {"draws_checked": 0, "draws_leaking": 0, "by_kind": Counter(), "examples": []}
     if curriculum:
-        config = {"seed": args.seed, "ladder": args.ladder, "window": args.curriculum_window,
-                  "exclude_seeds": [args.heldout_seed], "questions_per_universe": args.questions_per_universe}
-        cur = rulegym.Curriculum(config)
+        cur = rulegym.Curriculum(curriculum_config(args))
 
         def on_draw(draw):
             leak["draws_checked"] += 1
@@ -846,6 +853,7 @@ def build_result(work: Work, args, selected: list[str], started: float, errors: 
                  "generations": args.generations, "learning_rate": args.grpo_lr, "temperature": args.temperature,
                  "max_completion_length": args.max_completion_length, "max_tool_calling_iterations": args.max_turns,
                  "ladder": args.ladder, "curriculum_window": args.curriculum_window,
+                 "success_threshold": args.success_threshold, "failure_threshold": args.failure_threshold,
                  "curriculum": (records["grpo"] or {}).get("curriculum"),
                  "no_curriculum_questions": {k: data.get(k) for k in ("grpo_nc_rows", "grpo_nc_fresh", "grpo_nc_hops")}},
         "steps": {s: (records[s] or {}).get("steps") for s in records},
@@ -959,6 +967,10 @@ def parse_args(argv=None):
                     help='curriculum ladder, JSON [{"families": ["hops"], "min_hops", "max_hops", "num_family_trees"}] '
                          "[default: 1, 2, then 3 hops in universes of --trees trees]")
     ap.add_argument("--curriculum-window", type=int, default=16, help="rewards per curriculum level decision")
+    ap.add_argument("--success-threshold", type=float, default=None,
+                    help="curriculum: a window's mean reward that moves the level up [default: the library's, 0.7]")
+    ap.add_argument("--failure-threshold", type=float, default=None,
+                    help="curriculum: a window's mean reward that moves the level down [default: the library's, 0.1]")
     ap.add_argument("--questions-per-universe", type=int, default=32)
     ap.add_argument("--eval-batch", type=int, default=16, help="episodes per generate call in evaluation")
     ap.add_argument("--eval-max-new-tokens", type=int, default=128, help="tokens per turn in evaluation")

@@ -3,7 +3,8 @@ its bookkeeping rests on, checked with tiny models:
 
 * the grouped one-token attention its models decode with gives sdpa's outputs (directly, on a
   padded batch, and through ``generate``: the same greedy tokens and logits);
-* ``--side-by-side`` children get the parent's options less the ones each child sets itself.
+* ``--side-by-side`` children get the parent's options less the ones each child sets itself;
+* the curriculum options reach the library's curriculum, which refuses thresholds out of order.
 """
 
 import importlib.util
@@ -105,3 +106,18 @@ def test_side_by_side_children_drop_the_options_they_set(script):
     argv = ["--bf16", "--stages", "all", "--threads=2", "--out", "x.json", "--work", "w", "--grpo-lr", "3e-5"]
     assert script.without_options(argv, {"--stages", "--threads", "--out"}) == [
         "--bf16", "--work", "w", "--grpo-lr", "3e-5"]
+
+
+def test_curriculum_options_reach_the_library_curriculum(script):
+    rulegym = import_or_skip("rulegym")
+    ladder = '[{"families": ["hops"], "min_hops": 1, "max_hops": 1}, {"families": ["hops"], "min_hops": 1, "max_hops": 2}]'
+    args = script.parse_args(["--ladder", ladder, "--success-threshold", "0.5", "--curriculum-window", "8"])
+    config = rulegym.Curriculum(script.curriculum_config(args)).config()
+    assert (config["success_threshold"], config["failure_threshold"], config["window"]) == (0.5, 0.1, 8)
+    assert [(lv["min_hops"], lv["max_hops"]) for lv in config["ladder"]] == [(1, 1), (1, 2)]
+    assert config["exclude_seeds"] == [args.heldout_seed]
+    defaults = rulegym.Curriculum(script.curriculum_config(script.parse_args([]))).config()
+    assert (defaults["success_threshold"], defaults["failure_threshold"]) == (0.7, 0.1)
+    bad = script.parse_args(["--success-threshold", "0.05"])
+    with pytest.raises(Exception, match="thresholds out of order"):
+        rulegym.Curriculum(script.curriculum_config(bad))
