@@ -648,7 +648,7 @@ def grpo_config(args, out: Path):
         num_generations=args.generations, temperature=args.temperature,
         per_device_train_batch_size=micro, gradient_accumulation_steps=per_step // micro,
         max_completion_length=args.max_completion_length, max_tool_calling_iterations=args.max_turns,
-        beta=0.0, loss_type="dapo", learning_rate=args.grpo_lr, max_steps=args.grpo_steps,
+        beta=args.beta, loss_type="dapo", learning_rate=args.grpo_lr, max_steps=args.grpo_steps,
         logging_steps=1, save_strategy="no", report_to="none", seed=args.seed, data_seed=args.seed,
         dataloader_num_workers=0,
     )
@@ -851,6 +851,7 @@ def build_result(work: Work, args, selected: list[str], started: float, errors: 
         "sft_data": {k: data.get(k) for k in ("sft_demonstrations_total", "sft_rows", "sft_hops")} if data else None,
         "grpo": {"steps_requested": args.grpo_steps, "prompts_per_step": args.prompts_per_step,
                  "generations": args.generations, "learning_rate": args.grpo_lr, "temperature": args.temperature,
+                 "beta": args.beta,
                  "max_completion_length": args.max_completion_length, "max_tool_calling_iterations": args.max_turns,
                  "ladder": args.ladder, "curriculum_window": args.curriculum_window,
                  "success_threshold": args.success_threshold, "failure_threshold": args.failure_threshold,
@@ -961,6 +962,8 @@ def parse_args(argv=None):
     ap.add_argument("--max-turns", type=int, default=6, help="tool-calling rounds per episode (TRL's max_tool_calling_iterations)")
     ap.add_argument("--grpo-lr", type=float, default=1e-5)
     ap.add_argument("--temperature", type=float, default=1.0)
+    ap.add_argument("--beta", type=float, default=0.0,
+                    help="GRPO's KL coefficient against the SFT model (0: no reference model is loaded)")
     ap.add_argument("--micro-batch", type=int, default=1,
                     help="GRPO sequences per forward/backward pass (4 was OOM-killed at 24 GB here; 1 peaked at 9.8 GB)")
     ap.add_argument("--ladder", type=json.loads, default=None,

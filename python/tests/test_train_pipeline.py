@@ -4,7 +4,8 @@ its bookkeeping rests on, checked with tiny models:
 * the grouped one-token attention its models decode with gives sdpa's outputs (directly, on a
   padded batch, and through ``generate``: the same greedy tokens and logits);
 * ``--side-by-side`` children get the parent's options less the ones each child sets itself;
-* the curriculum options reach the library's curriculum, which refuses thresholds out of order.
+* the curriculum options reach the library's curriculum, which refuses thresholds out of order;
+  ``--beta`` reaches TRL's ``GRPOConfig``.
 """
 
 import importlib.util
@@ -121,3 +122,10 @@ def test_curriculum_options_reach_the_library_curriculum(script):
     bad = script.parse_args(["--success-threshold", "0.05"])
     with pytest.raises(Exception, match="thresholds out of order"):
         rulegym.Curriculum(script.curriculum_config(bad))
+
+
+def test_beta_reaches_the_grpo_config(script, tmp_path):
+    import_or_skip("trl")
+    assert script.grpo_config(script.parse_args(["--smoke"]), tmp_path).beta == 0.0
+    config = script.grpo_config(script.parse_args(["--smoke", "--beta", "0.04"]), tmp_path)
+    assert (config.beta, config.loss_type) == (0.04, "dapo")
