@@ -854,7 +854,6 @@ def build_result(work: Work, args, selected: list[str], started: float, errors: 
                  "beta": args.beta,
                  "max_completion_length": args.max_completion_length, "max_tool_calling_iterations": args.max_turns,
                  "ladder": args.ladder, "curriculum_window": args.curriculum_window,
-                 "success_threshold": args.success_threshold, "failure_threshold": args.failure_threshold,
                  "curriculum": (records["grpo"] or {}).get("curriculum"),
                  "no_curriculum_questions": {k: data.get(k) for k in ("grpo_nc_rows", "grpo_nc_fresh", "grpo_nc_hops")}},
         "steps": {s: (records[s] or {}).get("steps") for s in records},
