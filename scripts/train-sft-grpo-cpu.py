@@ -657,7 +657,8 @@ def grpo_config(args, out: Path):
 def grpo_step_logger(run: str, log_path: Path, steps: list, t0: float, env_cls=None, generations: int = 1):
     """Per GRPO step: reward, fraction of groups with zero reward spread (from the rewards the
     curriculum environment saw, grouped by question; else TRL's frac_reward_zero_std), the
-    curriculum level, seconds."""
+    policy's mean token entropy and, with --beta > 0, its KL to the SFT model (TRL's `entropy`
+    and `kl`), the curriculum level, seconds."""
     from transformers import TrainerCallback
 
     class StepLog(TrainerCallback):
@@ -673,7 +674,8 @@ def grpo_step_logger(run: str, log_path: Path, steps: list, t0: float, env_cls=N
                      "tool_call_frequency": logs.get("tools/call_frequency"),
                      "tool_failure_frequency": logs.get("tools/failure_frequency"),
                      "completion_mean_length": logs.get("completions/mean_length"),
-                     "loss": logs.get("loss"), "seconds": round(now - self.last, 1),
+                     "loss": logs.get("loss"), "entropy": logs.get("entropy"), "kl": logs.get("kl"),
+                     "seconds": round(now - self.last, 1),
                      "elapsed_s": round(now - t0, 1)}
             if env_cls is not None:
                 taken = env_cls.draws.take()

@@ -5,7 +5,9 @@ its bookkeeping rests on, checked with tiny models:
   padded batch, and through ``generate``: the same greedy tokens and logits);
 * ``--side-by-side`` children get the parent's options less the ones each child sets itself;
 * the curriculum options reach the library's curriculum, which refuses thresholds out of order;
-  ``--beta`` reaches TRL's ``GRPOConfig``.
+  ``--beta`` reaches TRL's ``GRPOConfig``;
+* the per-step log counts zero-spread groups from the curriculum's rewards and keeps TRL's
+  entropy and KL.
 """
 
 import importlib.util
@@ -129,3 +131,32 @@ def test_beta_reaches_the_grpo_config(script, tmp_path):
     assert script.grpo_config(script.parse_args(["--smoke"]), tmp_path).beta == 0.0
     config = script.grpo_config(script.parse_args(["--smoke", "--beta", "0.04"]), tmp_path)
     assert (config.beta, config.loss_type) == (0.04, "dapo")
+
+
+def test_step_log_groups_curriculum_rewards_by_question(script, tmp_path):
+    """The per-step log line: zero-spread groups counted over the rewards the curriculum
+    environment saw (whole groups only), the levels drawn at, and TRL's entropy and KL."""
+    import json
+    from types import SimpleNamespace
+
+    import_or_skip("transformers")
+
+    class Draws:
+        level, reports = 1, 6
+        taken = [(0, 0, 1.0), (0, 0, 0.0), (1, 1, 0.0), (1, 1, 0.0), (2, 1, 1.0)]  # group 2 unfinished
+
+        def take(self):
+            out, self.taken = self.taken, []
+            return out
+
+    env_cls = SimpleNamespace(draws=Draws())
+    steps, path = [], tmp_path / "log.jsonl"
+    logger = script.grpo_step_logger("grpo", path, steps, 0.0, env_cls, generations=2)
+    logs = {"reward": 0.4, "reward_std": 0.5, "frac_reward_zero_std": 0.5, "loss": 0.1, "entropy": 0.03, "kl": 0.002}
+    logger.on_log(None, SimpleNamespace(global_step=3), None, logs=logs)
+    logger.on_log(None, SimpleNamespace(global_step=3), None, logs={"loss": 0.1})  # not a step's reward line
+    [entry] = steps
+    assert (entry["step"], entry["groups"], entry["frac_zero_spread_env"]) == (3, 2, 0.5)
+    assert (entry["reward_env"], entry["level_drawn"], entry["level"]) == (0.4, [0, 1], 1)
+    assert (entry["entropy"], entry["kl"]) == (0.03, 0.002)
+    assert [json.loads(line) for line in path.read_text().splitlines()] == [entry]
