@@ -50,11 +50,8 @@ def main(argv=None) -> int:
     # Started at the level asked for; nothing is reported, so it stays there.
     cur = rulegym.Curriculum({"seed": args.seed, "ladder": ladder, "start_level": args.level,
                               "exclude_seeds": [args.heldout_seed]})
-    rows = []
-    for _ in range(args.n):
-        d = cur.draw()
-        rows.append({"id": d["id"], "question": d["question"], "answers": d["answers"], "index": d["index"],
-                     "hops": d.get("hops", 0)})
+    # A draw is a row as the evaluation takes it (id, question, answers, hops, index, env_config).
+    rows = [cur.draw() for _ in range(args.n)]
     eval_args = train.parse_args(["--work", str(args.work), "--eval-batch", "16", "--threads", str(args.threads)]
                                  + (["--bf16"] if args.bf16 else []))
     work = train.Work(args.work)
