@@ -23,6 +23,8 @@ that stops continues where it stopped; `--stages` runs a subset):
   grpo            GRPO from the SFT model, questions from rulegym.Curriculum (dataset-free:
                   rulegym.trl.curriculum_environment), per-step log of reward, groups with zero
                   reward spread, curriculum level, seconds.
+                  With --grpo-continue a finished curriculum arm trains on from its saved
+                  model and curriculum state, up to --grpo-steps in all.
   grpo_eval
   grpo_nc         GRPO from the SFT model, same budget, fixed questions of the training
                   universes at the SFT rows' hop mix (dataset rows + rulegym.trl.SearchEnvironment).
@@ -637,7 +639,7 @@ def stage_sft(work: Work, args, log_path: Path) -> dict:
     return record
 
 
-def grpo_config(args, out: Path):
+def grpo_config(args, out: Path, seed: int, max_steps: int):
     from trl import GRPOConfig
 
     per_step = args.prompts_per_step * args.generations
@@ -648,14 +650,15 @@ def grpo_config(args, out: Path):
         num_generations=args.generations, temperature=args.temperature,
         per_device_train_batch_size=micro, gradient_accumulation_steps=per_step // micro,
         max_completion_length=args.max_completion_length, max_tool_calling_iterations=args.max_turns,
-        beta=args.beta, loss_type="dapo", learning_rate=args.grpo_lr, max_steps=args.grpo_steps,
-        logging_steps=1, save_strategy="no", report_to="none", seed=args.seed, data_seed=args.seed,
+        beta=args.beta, loss_type="dapo", learning_rate=args.grpo_lr, max_steps=max_steps,
+        logging_steps=1, save_strategy="no", report_to="none", seed=seed, data_seed=seed,
         dataloader_num_workers=0,
     )
 
 
-def grpo_step_logger(run: str, log_path: Path, steps: list, t0: float, env_cls=None, generations: int = 1):
-    """Per GRPO step: reward, fraction of groups with zero reward spread (from the rewards the
+def grpo_step_logger(run: str, log_path: Path, steps: list, t0: float, env_cls=None, generations: int = 1,
+                     offset: int = 0):
+    """Per GRPO step (numbered from `offset` + 1): reward, fraction of groups with zero reward spread (from the rewards the
     curriculum environment saw, grouped by question; else TRL's frac_reward_zero_std), the
     policy's mean token entropy and, with --beta > 0, its KL to the SFT model (TRL's `entropy`
     and `kl`), the curriculum level, seconds."""
@@ -669,7 +672,7 @@ def grpo_step_logger(run: str, log_path: Path, steps: list, t0: float, env_cls=N
             if not logs or "reward" not in logs:
                 return
             now = time.time()
-            entry = {"run": run, "step": state.global_step, "reward": logs.get("reward"),
+            entry = {"run": run, "step": offset + state.global_step, "reward": logs.get("reward"),
                      "reward_std": logs.get("reward_std"), "frac_zero_spread": logs.get("frac_reward_zero_std"),
                      "tool_call_frequency": logs.get("tools/call_frequency"),
                      "tool_failure_frequency": logs.get("tools/failure_frequency"),
@@ -709,6 +712,11 @@ def curriculum_config(args) -> dict:
 
 
 def stage_grpo(work: Work, args, log_path: Path, curriculum: bool) -> dict:
+    """GRPO from the SFT model; with --grpo-continue (curriculum arm, done before with fewer
+    than --grpo-steps steps), another segment up to --grpo-steps in all, from the saved GRPO
+    model and curriculum state: a fresh optimiser and LR schedule, trainer seed --seed + steps
+    done, the KL reference still the SFT model; the step log and the stage record go on from
+    the steps done."""
     import torch
     from datasets import Dataset
     from trl import GRPOTrainer
@@ -718,16 +726,28 @@ def stage_grpo(work: Work, args, log_path: Path, curriculum: bool) -> dict:
 
     stage = "grpo" if curriculum else "grpo_nc"
     t0 = time.time()
-    torch.manual_seed(args.seed)
-    restart_log(log_path, stage)
+    prior = read_json(work.stage_file(stage)) if curriculum and args.grpo_continue else None
+    done = prior["steps"] if prior else 0
+    seed = args.seed + done
+    torch.manual_seed(seed)
+    if prior is None:
+        restart_log(log_path, stage)
     tok = load_tokenizer(work)
-    model = load_model(work.sft, args.device)
+    model = load_model(work.grpo if prior else work.sft, args.device)
+    # TRL builds the KL reference from the policy's config path: keep it the SFT model.
+    model.config._name_or_path = str(work.sft)
     check = heldout_check(work)
     steps: list[dict] = []
     budget: dict = {}
     leak = {"draws_checked": 0, "draws_leaking": 0, "by_kind": Counter(), "examples": []}
     if curriculum:
-        cur = rulegym.Curriculum(curriculum_config(args))
+        if prior is None:
+            cur = rulegym.Curriculum(curriculum_config(args))
+        else:
+            cur = rulegym.Curriculum(curriculum_config(args), state=prior["curriculum"]["state"])
+            if cur.config() != prior["curriculum"]["config"]:
+                raise SystemExit(f"--grpo-continue: the curriculum options differ from the saved run's "
+                                 f"({prior['curriculum']['config']})")
 
         def on_draw(draw):
             leak["draws_checked"] += 1
@@ -744,7 +764,7 @@ def stage_grpo(work: Work, args, log_path: Path, curriculum: bool) -> dict:
         # The system prompt as its own message (as in the SFT rows and the evaluation): rows of
         # the prompt frame, which reset() fills with the drawn question.
         data = Dataset.from_list(env_cls.placeholder_rows(args.prompts_per_step))
-        callback = grpo_step_logger(stage, log_path, steps, t0, env_cls, args.generations)
+        callback = grpo_step_logger(stage, log_path, steps, t0, env_cls, args.generations, offset=done)
     else:
         rows = read_jsonl(work.root / "grpo-nc.jsonl")
         columns = ["answers", "question", "id", "index_path", "hops"]
@@ -753,23 +773,56 @@ def stage_grpo(work: Work, args, log_path: Path, curriculum: bool) -> dict:
         data = Dataset.from_list(data_rows)
         env_cls = SearchEnvironment
         callback = grpo_step_logger(stage, log_path, steps, t0)
-    trainer = GRPOTrainer(model=model, args=grpo_config(args, work.root / f"{stage}-trainer"), train_dataset=data,
+    trainer = GRPOTrainer(model=model, args=grpo_config(args, work.root / f"{stage}-trainer", seed, args.grpo_steps - done), train_dataset=data,
                           processing_class=tok, environment_factory=env_cls,
                           callbacks=[callback, Budget.callback(args.time_budget, budget)])
     trainer.train()
     out = work.model_dir(stage)
     trainer.save_model(str(out))
     tok.save_pretrained(str(out))
-    record = {"steps": trainer.state.global_step, "stopped_by_budget": budget.get("stopped_by_budget", False),
-              "learning_rate": args.grpo_lr, "per_step": steps, "wall_s": round(time.time() - t0, 1)}
+    segment = {"first_step": done + 1, "steps": trainer.state.global_step, "seed": seed,
+               "learning_rate": args.grpo_lr, "stopped_by_budget": budget.get("stopped_by_budget", False),
+               "wall_s": round(time.time() - t0, 1)}
     if curriculum:
-        record["curriculum"] = {"config": cur.config(), "final_level": cur.level, "levels": cur.levels,
-                                "state": cur.state(), "draws": env_cls.draws.group + 1,
-                                "reports": env_cls.draws.reports}
-        record["leak_check"] = leak
+        record = grpo_record(prior, segment, steps, {
+            "config": cur.config(), "final_level": cur.level, "levels": cur.levels, "state": cur.state(),
+            "draws": env_cls.draws.group + 1, "reports": env_cls.draws.reports}, leak)
     else:
-        record["questions"] = len(data)
+        record = {**grpo_record(None, segment, steps), "questions": len(data)}
+    if prior and work.done("grpo_eval"):  # it evaluated the model before this segment: kept aside
+        work.stage_file("grpo_eval").replace(work.root / f"grpo_eval-{done}-steps.json")
     write_json(work.stage_file(stage), record)
+    return record
+
+
+def grpo_record(prior: dict | None, segment: dict, steps: list, curriculum: dict | None = None,
+                leak: dict | None = None) -> dict:
+    """The GRPO stage's record after `segment` (first_step, steps, seed, learning_rate,
+    stopped_by_budget, wall_s) with its per-step log `steps`, its curriculum's record (config,
+    final level, levels, state, and the draws and reports of this segment) and its leak check,
+    on top of `prior`: the record of the segments before (a record of one segment may predate
+    the `segments` list) or None."""
+    earlier = []
+    if prior:
+        earlier = prior.get("segments") or [
+            {"first_step": 1, "steps": prior["steps"], "seed": segment["seed"] - prior["steps"],
+             "learning_rate": prior["learning_rate"], "stopped_by_budget": prior["stopped_by_budget"],
+             "wall_s": prior["wall_s"]}]
+    segments = earlier + [segment]
+    record = {"steps": sum(s["steps"] for s in segments), "stopped_by_budget": segment["stopped_by_budget"],
+              "learning_rate": segment["learning_rate"], "per_step": (prior["per_step"] if prior else []) + steps,
+              "wall_s": round(sum(s["wall_s"] for s in segments), 1), "segments": segments}
+    if curriculum is not None:
+        before = prior["curriculum"] if prior else {"draws": 0, "reports": 0}
+        record["curriculum"] = {**curriculum, "draws": before["draws"] + curriculum["draws"],
+                                "reports": before["reports"] + curriculum["reports"]}
+        if prior:
+            was = prior["leak_check"]
+            leak = {"draws_checked": was["draws_checked"] + leak["draws_checked"],
+                    "draws_leaking": was["draws_leaking"] + leak["draws_leaking"],
+                    "by_kind": dict(Counter(was["by_kind"]) + Counter(leak["by_kind"])),
+                    "examples": (was["examples"] + leak["examples"])[:5]}
+        record["leak_check"] = leak
     return record
 
 
@@ -785,6 +838,16 @@ def paired(a: dict | None, b: dict | None) -> dict | None:
     diffs = [x - y for x, y in zip(a["rewards"], b["rewards"])]
     m, se = mean_se(diffs)
     return {"diff": m, "se": se, "diff_in_se": m / se if se else None}
+
+
+def earlier_evals(work: Work, sft: dict | None) -> list[dict]:
+    """The held-out evaluations of the curriculum GRPO model before its last --grpo-continue
+    segment (grpo_eval-STEPS-steps.json): steps, reward, paired vs SFT."""
+    found = []
+    for path in work.root.glob("grpo_eval-*-steps.json"):
+        ev = read_json(path)
+        found.append({"steps": int(path.name.split("-")[1]), "reward": ev["reward"], "vs_sft": paired(ev, sft)})
+    return sorted(found, key=lambda e: e["steps"])
 
 
 def build_result(work: Work, args, selected: list[str], started: float, errors: dict) -> dict:
@@ -857,6 +920,8 @@ def build_result(work: Work, args, selected: list[str], started: float, errors: 
                  "max_completion_length": args.max_completion_length, "max_tool_calling_iterations": args.max_turns,
                  "ladder": args.ladder, "curriculum_window": args.curriculum_window,
                  "curriculum": (records["grpo"] or {}).get("curriculum"),
+                 "segments": (records["grpo"] or {}).get("segments"),
+                 "earlier_heldout": earlier_evals(work, evals["sft"]),
                  "no_curriculum_questions": {k: data.get(k) for k in ("grpo_nc_rows", "grpo_nc_fresh", "grpo_nc_hops")}},
         "steps": {s: (records[s] or {}).get("steps") for s in records},
         "stopped_by_budget": {s: (records[s] or {}).get("stopped_by_budget") for s in records},
@@ -999,6 +1064,10 @@ def parse_args(argv=None):
     ap.add_argument("--out", type=Path, default=None, help="[default: benchmarks/train-sft-grpo-cpu.json]")
     ap.add_argument("--time-budget", type=float, default=0, help="seconds per GRPO arm (0: none)")
     ap.add_argument("--sft-time-budget", type=float, default=None, help="seconds of SFT [default: --time-budget]")
+    ap.add_argument("--grpo-continue", action="store_true",
+                    help="train the curriculum GRPO model further, up to --grpo-steps in all (or for "
+                         "--time-budget), from its saved model and curriculum state, with a fresh optimiser and "
+                         "LR schedule; its earlier evaluation is kept as grpo_eval-STEPS-steps.json")
     ap.add_argument("--stages", default="all", help=f"comma-separated subset of {','.join(STAGES)} (or all)")
     ap.add_argument("--smoke", action="store_true", help="tiny everything, for a quick end-to-end check")
     args = ap.parse_args(argv)
@@ -1068,7 +1137,8 @@ def main(argv=None) -> int:
     for stage in selected:
         if stage in ran_beside:
             continue
-        if work.done(stage):
+        if work.done(stage) and not (stage == "grpo" and args.grpo_continue
+                                     and read_json(work.stage_file(stage))["steps"] < args.grpo_steps):
             log(f"{stage}: done before ({work.stage_file(stage)})")
             continue
         missing = [s for s in needs.get(stage, []) if not work.done(s)]

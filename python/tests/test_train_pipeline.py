@@ -7,7 +7,9 @@ its bookkeeping rests on, checked with tiny models:
 * the curriculum options reach the library's curriculum, which refuses thresholds out of order;
   ``--beta`` reaches TRL's ``GRPOConfig``;
 * the per-step log counts zero-spread groups from the curriculum's rewards and keeps TRL's
-  entropy and KL.
+  entropy and KL;
+* a GRPO stage continued with ``--grpo-continue`` records all its segments, and the result
+  keeps the held-out evaluation from before the continuation.
 """
 
 import importlib.util
@@ -128,9 +130,9 @@ def test_curriculum_options_reach_the_library_curriculum(script):
 
 def test_beta_reaches_the_grpo_config(script, tmp_path):
     import_or_skip("trl")
-    assert script.grpo_config(script.parse_args(["--smoke"]), tmp_path).beta == 0.0
-    config = script.grpo_config(script.parse_args(["--smoke", "--beta", "0.04"]), tmp_path)
-    assert (config.beta, config.loss_type) == (0.04, "dapo")
+    assert script.grpo_config(script.parse_args(["--smoke"]), tmp_path, 1, 1).beta == 0.0
+    config = script.grpo_config(script.parse_args(["--smoke", "--beta", "0.04"]), tmp_path, 7, 12)
+    assert (config.beta, config.loss_type, config.seed, config.max_steps) == (0.04, "dapo", 7, 12)
 
 
 def test_step_log_groups_curriculum_rewards_by_question(script, tmp_path):
@@ -160,3 +162,44 @@ def test_step_log_groups_curriculum_rewards_by_question(script, tmp_path):
     assert (entry["reward_env"], entry["level_drawn"], entry["level"]) == (0.4, [0, 1], 1)
     assert (entry["entropy"], entry["kl"]) == (0.03, 0.002)
     assert [json.loads(line) for line in path.read_text().splitlines()] == [entry]
+
+
+def test_a_continued_grpo_record_goes_on_from_the_saved_one(script):
+    """--grpo-continue's stage record: the saved record (of one segment, from before segments
+    were recorded) and the new segment's steps, step log, curriculum counts and leak check add
+    up; a third segment appends to the list."""
+    cur = {"config": {"seed": 1}, "final_level": 1, "levels": 3, "state": {"draws": 5}, "draws": 3, "reports": 24}
+    first = {"steps": 2, "stopped_by_budget": True, "learning_rate": 1e-5, "per_step": [{"step": 1}, {"step": 2}],
+             "wall_s": 100.0, "curriculum": {**cur, "draws": 2, "reports": 16},
+             "leak_check": {"draws_checked": 2, "draws_leaking": 0, "by_kind": {}, "examples": []}}
+    segment = {"first_step": 3, "steps": 3, "seed": 3, "learning_rate": 5e-6, "stopped_by_budget": False,
+               "wall_s": 50.04}
+    leak = {"draws_checked": 3, "draws_leaking": 1, "by_kind": {"name": 1}, "examples": [{"id": "q"}]}
+    record = script.grpo_record(first, segment, [{"step": 3}, {"step": 4}, {"step": 5}], cur, leak)
+    assert [s["step"] for s in record["per_step"]] == [1, 2, 3, 4, 5]
+    assert (record["steps"], record["wall_s"], record["learning_rate"]) == (5, 150.0, 5e-6)
+    assert [(s["first_step"], s["steps"], s["seed"]) for s in record["segments"]] == [(1, 2, 1), (3, 3, 3)]
+    assert (record["curriculum"]["draws"], record["curriculum"]["reports"]) == (5, 40)
+    assert record["curriculum"]["state"] == {"draws": 5}
+    assert record["leak_check"] == {"draws_checked": 5, "draws_leaking": 1, "by_kind": {"name": 1},
+                                    "examples": [{"id": "q"}]}
+    third = script.grpo_record(record, {**segment, "first_step": 6, "steps": 1, "seed": 6}, [{"step": 6}], cur, leak)
+    assert [(s["first_step"], s["steps"]) for s in third["segments"]] == [(1, 2), (3, 3), (6, 1)]
+    assert (third["steps"], third["leak_check"]["draws_leaking"]) == (6, 2)
+    alone = script.grpo_record(None, {**segment, "first_step": 1}, [{"step": 1}])
+    assert (alone["steps"], len(alone["segments"]), "curriculum" in alone) == (3, 1, False)
+
+
+def test_the_result_keeps_evaluations_from_before_a_continuation(script, tmp_path):
+    """The held-out evaluation a continuation set aside is reported with its paired difference
+    to SFT."""
+    import json
+
+    sft = {"ids": ["a", "b", "c"], "rewards": [0.0, 1.0, 0.0], "reward": 1 / 3}
+    earlier = {"ids": ["a", "b", "c"], "rewards": [1.0, 1.0, 0.0], "reward": 2 / 3}
+    (tmp_path / "grpo_eval-41-steps.json").write_text(json.dumps(earlier))
+    (tmp_path / "grpo_eval-9-steps.json").write_text(json.dumps(sft))
+    found = script.earlier_evals(script.Work(tmp_path), sft)
+    assert [(e["steps"], e["reward"]) for e in found] == [(9, 1 / 3), (41, 2 / 3)]
+    assert found[1]["vs_sft"]["diff"] == pytest.approx(1 / 3)
+    assert script.earlier_evals(script.Work(tmp_path / "none"), sft) == []
