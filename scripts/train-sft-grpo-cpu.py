@@ -658,10 +658,10 @@ def grpo_config(args, out: Path, seed: int, max_steps: int):
 
 def grpo_step_logger(run: str, log_path: Path, steps: list, t0: float, env_cls=None, generations: int = 1,
                      offset: int = 0):
-    """Per GRPO step (numbered from `offset` + 1): reward, fraction of groups with zero reward spread (from the rewards the
-    curriculum environment saw, grouped by question; else TRL's frac_reward_zero_std), the
-    policy's mean token entropy and, with --beta > 0, its KL to the SFT model (TRL's `entropy`
-    and `kl`), the curriculum level, seconds."""
+    """Per GRPO step (numbered from `offset` + 1): reward, fraction of groups with zero reward
+    spread (from the rewards the curriculum environment saw, grouped by question; else TRL's
+    frac_reward_zero_std), the policy's mean token entropy and, with --beta > 0, its KL to the SFT
+    model (TRL's `entropy` and `kl`), the curriculum level, seconds."""
     from transformers import TrainerCallback
 
     class StepLog(TrainerCallback):
@@ -711,6 +711,13 @@ def curriculum_config(args) -> dict:
             "exclude_seeds": [args.heldout_seed], "questions_per_universe": args.questions_per_universe}
 
 
+def grpo_to_continue(work: Work, args) -> dict | None:
+    """With --grpo-continue, the saved record of the curriculum GRPO arm when it has fewer than
+    --grpo-steps steps (the stage then trains on from it); else None."""
+    prior = read_json(work.stage_file("grpo")) if args.grpo_continue else None
+    return prior if prior is not None and prior["steps"] < args.grpo_steps else None
+
+
 def stage_grpo(work: Work, args, log_path: Path, curriculum: bool) -> dict:
     """GRPO from the SFT model; with --grpo-continue (curriculum arm, done before with fewer
     than --grpo-steps steps), another segment up to --grpo-steps in all, from the saved GRPO
@@ -726,7 +733,7 @@ def stage_grpo(work: Work, args, log_path: Path, curriculum: bool) -> dict:
 
     stage = "grpo" if curriculum else "grpo_nc"
     t0 = time.time()
-    prior = read_json(work.stage_file(stage)) if curriculum and args.grpo_continue else None
+    prior = grpo_to_continue(work, args) if curriculum else None
     done = prior["steps"] if prior else 0
     seed = args.seed + done
     torch.manual_seed(seed)
@@ -764,7 +771,7 @@ def stage_grpo(work: Work, args, log_path: Path, curriculum: bool) -> dict:
         # The system prompt as its own message (as in the SFT rows and the evaluation): rows of
         # the prompt frame, which reset() fills with the drawn question.
         data = Dataset.from_list(env_cls.placeholder_rows(args.prompts_per_step))
-        callback = grpo_step_logger(stage, log_path, steps, t0, env_cls, args.generations, offset=done)
+        callback = grpo_step_logger(stage, log_path, steps, t0, env_cls, args.generations, done)
     else:
         rows = read_jsonl(work.root / "grpo-nc.jsonl")
         columns = ["answers", "question", "id", "index_path", "hops"]
@@ -773,8 +780,9 @@ def stage_grpo(work: Work, args, log_path: Path, curriculum: bool) -> dict:
         data = Dataset.from_list(data_rows)
         env_cls = SearchEnvironment
         callback = grpo_step_logger(stage, log_path, steps, t0)
-    trainer = GRPOTrainer(model=model, args=grpo_config(args, work.root / f"{stage}-trainer", seed, args.grpo_steps - done), train_dataset=data,
-                          processing_class=tok, environment_factory=env_cls,
+    config = grpo_config(args, work.root / f"{stage}-trainer", seed, args.grpo_steps - done)
+    trainer = GRPOTrainer(model=model, args=config, train_dataset=data, processing_class=tok,
+                          environment_factory=env_cls,
                           callbacks=[callback, Budget.callback(args.time_budget, budget)])
     trainer.train()
     out = work.model_dir(stage)
@@ -1137,8 +1145,7 @@ def main(argv=None) -> int:
     for stage in selected:
         if stage in ran_beside:
             continue
-        if work.done(stage) and not (stage == "grpo" and args.grpo_continue
-                                     and read_json(work.stage_file(stage))["steps"] < args.grpo_steps):
+        if work.done(stage) and not (stage == "grpo" and grpo_to_continue(work, args)):
             log(f"{stage}: done before ({work.stage_file(stage)})")
             continue
         missing = [s for s in needs.get(stage, []) if not work.done(s)]

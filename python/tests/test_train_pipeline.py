@@ -8,8 +8,8 @@ its bookkeeping rests on, checked with tiny models:
   ``--beta`` reaches TRL's ``GRPOConfig``;
 * the per-step log counts zero-spread groups from the curriculum's rewards and keeps TRL's
   entropy and KL;
-* a GRPO stage continued with ``--grpo-continue`` records all its segments, and the result
-  keeps the held-out evaluation from before the continuation.
+* ``--grpo-continue`` continues only when asked and short of its steps; the continued stage
+  records all its segments, and the result keeps the held-out evaluation from before it.
 """
 
 import importlib.util
@@ -203,3 +203,18 @@ def test_the_result_keeps_evaluations_from_before_a_continuation(script, tmp_pat
     assert [(e["steps"], e["reward"]) for e in found] == [(9, 1 / 3), (41, 2 / 3)]
     assert found[1]["vs_sft"]["diff"] == pytest.approx(1 / 3)
     assert script.earlier_evals(script.Work(tmp_path / "none"), sft) == []
+
+
+def test_grpo_continues_only_when_asked_and_short_of_its_steps(script, tmp_path):
+    """--grpo-continue picks up the saved curriculum arm while it has fewer than --grpo-steps
+    steps; without the option, or once there, the stage is done."""
+    import json
+
+    work = script.Work(tmp_path)
+    base = ["--work", str(tmp_path), "--grpo-steps", "101"]
+    assert script.grpo_to_continue(work, script.parse_args([*base, "--grpo-continue"])) is None  # nothing saved
+    work.grpo.mkdir()
+    work.stage_file("grpo").write_text(json.dumps({"steps": 41}))
+    assert script.grpo_to_continue(work, script.parse_args([*base, "--grpo-continue"])) == {"steps": 41}
+    assert script.grpo_to_continue(work, script.parse_args(base)) is None
+    assert script.grpo_to_continue(work, script.parse_args([*base[:2], "--grpo-steps", "41", "--grpo-continue"])) is None
